@@ -1,0 +1,38 @@
+// CacheStats: the counters behind MOUNTPOINT/.stoker/stats.json and
+// `stoker stat`. Counters are monotonic for the life of a daemon process
+// except the gauges (cache_used_bytes, objects, chunks, ...), which are read
+// from the index at snapshot time.
+// Thread-safety: counters are atomics; Snapshot() may run concurrently.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace stoker {
+
+struct CacheCounters {
+  std::atomic<uint64_t> bytes_read{0};         // bytes returned to readers
+  std::atomic<uint64_t> cache_hit_bytes{0};    // of those, served from the SSD tier
+  std::atomic<uint64_t> origin_bytes_read{0};  // bytes read from the origin
+  std::atomic<uint64_t> origin_reads{0};       // origin read operations
+  std::atomic<uint64_t> chunks_fetched{0};
+  std::atomic<uint64_t> chunks_written{0};
+  std::atomic<uint64_t> chunks_not_cached{0};  // served from origin: no space
+  std::atomic<uint64_t> evicted_bytes{0};
+  std::atomic<uint64_t> evicted_chunks{0};
+  std::atomic<uint64_t> revalidations{0};      // identity checks at open
+  std::atomic<uint64_t> origin_changes{0};     // of those, found a changed file
+  std::atomic<uint64_t> checksum_failures{0};  // cached chunks found corrupt
+  std::atomic<uint64_t> origin_errors{0};
+  std::atomic<uint64_t> errors{0};             // all errors returned to readers
+  std::atomic<uint64_t> collapsed_misses{0};   // readers that waited on another's fetch
+  std::atomic<uint64_t> prefetched_chunks{0};
+  std::atomic<uint64_t> warm_files_queued{0};
+  std::atomic<uint64_t> warm_files_done{0};
+  std::atomic<uint64_t> warm_bytes{0};
+};
+
+}  // namespace stoker

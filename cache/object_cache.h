@@ -1,0 +1,115 @@
+// ObjectCache: the SSD tier in front of an Origin. The one thing fs/ talks to
+// for file data. It is a ChunkStore (data files), a ChunkIndex (RocksDB), an
+// EvictionPolicy with a quota, and a Fetcher that collapses concurrent misses.
+//
+// Contract:
+// - A file is cached per version: (path, OriginIdentity) -> version. A file
+//   whose identity changed gets a new version; chunks of the old one are
+//   never served again and are dropped.
+// - A chunk is served only after its XXH3 checksum was verified by this
+//   process (once per chunk per process); a mismatch drops the chunk, counts
+//   checksum_failures and re-fetches from the origin. Readers never see
+//   wrong bytes.
+// - A chunk becomes visible only after its data is written and its index
+//   record committed; a crash at any point leaves at most unreferenced space
+//   that the next open (pending-write records) or fsck reclaims.
+// - Segments of a ReadReply stay valid (eviction cannot punch them out)
+//   until the ReadReply is destroyed.
+// - If the origin cannot be reached (IsOriginUnavailable), cached chunks of
+//   the last known version keep being served; uncached ranges fail with EIO.
+// - No space (quota or cache filesystem full): data is served from the origin
+//   without being cached; never an error to the reader.
+//
+// Thread-safety: all methods are thread-safe. OpenFile objects may be used
+// from several threads at once.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/cache_stats.h"
+#include "cache/options.h"
+#include "cache/origin.h"
+#include "util/status.h"
+
+namespace stoker {
+
+class OpenFileState;  // private to cache/
+
+// One piece of a read reply: either bytes in a file (fd, off) to be spliced
+// zero-copy, or bytes in memory.
+struct ReadSegment {
+  int fd = -1;
+  off_t off = 0;
+  const char* mem = nullptr;
+  size_t len = 0;
+};
+
+// What a read returns. Holds the pins and buffers its segments refer to.
+class ReadReply {
+ public:
+  ReadReply() = default;
+  ReadReply(const ReadReply&) = delete;
+  ReadReply& operator=(const ReadReply&) = delete;
+  ~ReadReply();
+  const std::vector<ReadSegment>& segments() const { return segments_; }
+  size_t size() const;
+
+  // For cache/ internals.
+  struct Keepalive {
+    virtual ~Keepalive() = default;
+  };
+  void AddFd(int fd, off_t off, size_t len) { segments_.push_back({fd, off, nullptr, len}); }
+  void AddMem(const char* p, size_t len) { segments_.push_back({-1, 0, p, len}); }
+  void Keep(std::unique_ptr<Keepalive> k) { keep_.push_back(std::move(k)); }
+
+ private:
+  std::vector<ReadSegment> segments_;
+  std::vector<std::unique_ptr<Keepalive>> keep_;
+};
+
+class ObjectCache {
+ public:
+  // Opens (or creates) the cache at options.dir: takes the directory lock
+  // (EBUSY "cache dir X is in use by another stoker process" if held), opens
+  // the index, reclaims pending writes of a crashed predecessor, starts the
+  // eviction and fetch threads. Does not scan data/.
+  static Result<std::unique_ptr<ObjectCache>> Open(const CacheOptions& options,
+                                                   std::shared_ptr<Origin> origin);
+  // Stops threads, flushes access records, closes the index.
+  virtual ~ObjectCache() = default;
+
+  struct Opened {
+    std::shared_ptr<OpenFileState> file;
+    // The cached version is the one the kernel may already hold pages of:
+    // safe to set FOPEN_KEEP_CACHE.
+    bool keep_cache = false;
+    // The origin file changed since this daemon last saw it: fs/ must
+    // invalidate the kernel's cache for the inode (outside this request).
+    bool changed = false;
+    struct stat st{};  // attributes of the version opened
+  };
+  // Opens path for reading, revalidating its identity with the origin if the
+  // last check is older than revalidate_seconds (or force_revalidate).
+  virtual Result<Opened> Open(const std::string& path, bool force_revalidate) = 0;
+
+  // Reads [off, off+len) of an opened file, clipped to its size. Fills out.
+  // Detects sequential access per OpenFileState and prefetches ahead.
+  virtual Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) = 0;
+
+  // Queues path (a file, or a directory walked recursively) to be fetched
+  // into the cache in the background. Returns once queued.
+  virtual Status Warm(const std::string& path) = 0;
+
+  // The counters and gauges as JSON (the stats.json schema).
+  virtual nlohmann::json Stats() = 0;
+
+  virtual CacheCounters& counters() = 0;
+};
+
+}  // namespace stoker

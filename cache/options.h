@@ -1,0 +1,53 @@
+// CacheOptions: everything that configures the SSD tier of one mount.
+// Each field says its default and what it means for a crash.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cache/io_backend.h"
+
+namespace stoker {
+
+struct CacheOptions {
+  // Directory that holds the index (index/, RocksDB) and chunk data (data/).
+  // Created 0700 if missing. One daemon at a time (locked via CACHE_DIR/lock).
+  // Default: none, required. Survives crashes: yes, that is its purpose.
+  std::string dir;
+
+  // Hard bound on bytes allocated on the cache filesystem by chunk data and
+  // the index's own files together. Default: 10 GiB. Must be at least
+  // 4 chunks. Never exceeded, also not after a crash.
+  uint64_t capacity_bytes = 10ull << 30;
+
+  // Chunk size: the unit of fetching, checksumming and eviction. A cache
+  // created with one chunk size keeps it; a later mount with another size
+  // starts a fresh index (the old chunks are dropped). Default: 1 MiB.
+  uint64_t chunk_size = 1ull << 20;
+
+  // Eviction starts above high and stops below low (fractions of capacity).
+  // Default: 0.97 and 0.94.
+  double high_watermark = 0.97;
+  double low_watermark = 0.94;
+
+  // Seconds after which an open re-checks the origin identity of a file.
+  // 0 = every open. Default: 60.
+  uint64_t revalidate_seconds = 60;
+
+  // Bytes to prefetch ahead of a sequential reader. 0 disables. Default: 8 MiB.
+  uint64_t prefetch_bytes = 8ull << 20;
+
+  // Threads that fetch from the origin for prefetch and warm. Default: 4.
+  int fetch_threads = 4;
+
+  // Space kept free on the cache filesystem regardless of capacity: below it
+  // new chunks are served from the origin without being cached.
+  // Default: 1 GiB or 5% of the filesystem, whichever is smaller.
+  uint64_t min_free_bytes = 0;  // 0 = the default rule above
+
+  // I/O backend for origin and cache files. Default: kAuto (io_uring if the
+  // kernel allows it, else syscalls).
+  IoBackendKind io_backend = IoBackendKind::kAuto;
+};
+
+}  // namespace stoker

@@ -1,0 +1,94 @@
+// Origin: the slow storage stoker overlays (a local directory on HDD/NAS;
+// later S3 and HTTP). Everything above cache/ sees the origin only through
+// this interface, so every backend serves the same mount, cache, eviction,
+// revalidation and fsck.
+//
+// Paths are relative to the origin root, '/'-separated, without a leading
+// '/': "" is the root, "train/shard-00001" a file. Callers never pass '..'
+// or empty components; backends refuse them (EINVAL) anyway.
+//
+// Errors: ENOENT = the entry does not exist at the origin (it was deleted);
+// EACCES/EPERM = the origin refuses us; EIO, ETIMEDOUT, ENOTCONN,
+// EHOSTUNREACH = the origin could not be reached, which is NOT the same as
+// deleted: cached data for the path stays valid and keeps being served.
+//
+// Thread-safety: every method may be called from many threads at once.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace stoker {
+
+// What says "this is still the same content". Two identities compare equal
+// only if every field matches; a changed file gets a new cached version.
+struct OriginIdentity {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  uint64_t ino = 0;
+  uint64_t dev = 0;
+  std::string etag;  // object stores; empty for local files
+
+  bool operator==(const OriginIdentity&) const = default;
+};
+
+// True if the error code means "could not reach the origin" rather than
+// "the origin says no / not there".
+bool IsOriginUnavailable(int code);
+
+struct OriginDirEntry {
+  std::string name;
+  struct stat st;  // lstat-style attributes of the entry
+};
+
+// An open origin file. Reads are positional and thread-safe.
+class OriginFile {
+ public:
+  virtual ~OriginFile() = default;
+  // Reads up to len bytes at off. Short only at end of file.
+  virtual Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) = 0;
+  // The identity of what this open file reads now (fstat for local files).
+  virtual Result<OriginIdentity> Identity() = 0;
+};
+
+class Origin {
+ public:
+  virtual ~Origin() = default;
+  // A short human description for logs and stat: "local:/nas/imagenet".
+  virtual std::string Describe() const = 0;
+  // lstat semantics: a symlink is reported as a symlink, never followed.
+  virtual Result<struct stat> Stat(const std::string& path) = 0;
+  // Calls fn for each entry except "." and "..", in the origin's order;
+  // stops early when fn returns false.
+  virtual Status ReadDir(const std::string& path,
+                         const std::function<bool(const OriginDirEntry&)>& fn) = 0;
+  virtual Result<std::string> ReadLink(const std::string& path) = 0;
+  // Opens a regular file for reading. Never follows a symlink, at any
+  // component (a symlink gives ELOOP).
+  virtual Result<std::unique_ptr<OriginFile>> Open(const std::string& path) = 0;
+  // Extended attributes, passed through. ENOTSUP/ENODATA where none.
+  virtual Result<std::string> GetXattr(const std::string& path, const std::string& name) = 0;
+  virtual Result<std::vector<std::string>> ListXattr(const std::string& path) = 0;
+};
+
+OriginIdentity IdentityFromStat(const struct stat& st);
+
+}  // namespace stoker
+
+namespace stoker {
+
+// Makes the origin named by spec: an absolute or relative directory path
+// (local). Other schemes (s3://, http(s)://) fail with EINVAL and a message
+// until their backends exist. Checks that the origin can be read now:
+// "origin '/x': No such file or directory".
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec);
+
+}  // namespace stoker

@@ -1,0 +1,35 @@
+// RunMount: the daemon's life. Validates the request, opens the cache, mounts
+// the FUSE filesystem, serves it on a multi-threaded loop, and unmounts
+// cleanly on `fusermount3 -u`, SIGTERM or SIGINT, leaving the index
+// consistent.
+// Thread-safety: call once per process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cache/options.h"
+#include "util/status.h"
+
+namespace stoker {
+
+struct MountOptions {
+  std::string origin;      // a directory (later s3://, http(s)://)
+  std::string mountpoint;  // must exist and be empty; a stale FUSE mount is cleared
+  CacheOptions cache;
+  // -o options for FUSE, passed through ("allow_other", "default_permissions").
+  std::vector<std::string> fuse_options;
+  // Worker threads of the FUSE loop. Default: 0 = libfuse's default (10 idle max).
+  int fuse_threads = 0;
+  std::string log_level = "info";
+  // If >= 0, RunMount writes one line here once the mount is live ("ok\n") or
+  // could not be made ("error: <why>\n"), then closes it. The CLI's parent
+  // process waits on this to return.
+  int ready_fd = -1;
+};
+
+// Returns OK after a clean unmount. Errors before mounting name the problem
+// in one line (the CLI prints it and exits non-zero); nothing stays mounted.
+Status RunMount(const MountOptions& options);
+
+}  // namespace stoker
