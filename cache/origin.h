@@ -91,4 +91,9 @@ namespace stoker {
 // "origin '/x': No such file or directory".
 Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec);
 
+class IoBackend;
+// As above, but the origin reads file data through io (tests inject a faulty
+// backend). REQUIRES: io != nullptr.
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, std::shared_ptr<IoBackend> io);
+
 }  // namespace stoker

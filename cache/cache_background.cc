@@ -1,0 +1,276 @@
+// ObjectCache background work: the evictor thread (eviction rounds, batched
+// hit records, drops of old versions, index size) and warming.
+#include <chrono>
+#include <set>
+
+#include "cache/object_cache_impl.h"
+#include "util/log.h"
+
+namespace stoker {
+namespace {
+
+constexpr auto kHitFlushInterval = std::chrono::seconds(1);
+constexpr auto kIndexMeasureInterval = std::chrono::seconds(2);
+constexpr size_t kDropBatch = 1024;
+constexpr size_t kMaxVictimsPerRound = 256;
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
+}  // namespace
+
+// A hit costs no index write: hits are collected here and applied once per
+// flush window, one clock tick per chunk per window (a reader going through a
+// chunk in small requests is one access, not many).
+void ObjectCacheImpl::RecordHit(const ChunkKey& key) {
+  std::lock_guard<std::mutex> l(hits_mu_);
+  if (inserted_now_.count(key) || inserted_prev_.count(key)) return;
+  auto [it, inserted] = pending_hits_.try_emplace(key, 0);
+  if (inserted) it->second = index_->Tick();
+}
+
+void ObjectCacheImpl::RecordInsert(const ChunkKey& key) {
+  std::lock_guard<std::mutex> l(hits_mu_);
+  inserted_now_.insert(key);
+}
+
+void ObjectCacheImpl::KickEvictor() {
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    bg_kicked_ = true;
+  }
+  bg_cv_.notify_one();
+}
+
+void ObjectCacheImpl::QueueDrop(const VersionKey& v) {
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    drops_.push_back(v);
+    bg_kicked_ = true;
+  }
+  drops_pending_++;
+  bg_cv_.notify_one();
+}
+
+void ObjectCacheImpl::EvictorLoop() {
+  using Clock = std::chrono::steady_clock;
+  auto last_flush = Clock::now();
+  auto last_measure = Clock::now();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(bg_mu_);
+      bg_cv_.wait_for(l, kHitFlushInterval, [&] { return bg_stop_ || bg_kicked_; });
+      if (bg_stop_) break;
+      bg_kicked_ = false;
+    }
+    auto now = Clock::now();
+    if (now - last_measure >= kIndexMeasureInterval) {
+      MeasureIndex();
+      last_measure = now;
+    }
+    if (now - last_flush >= kHitFlushInterval) {
+      FlushHits();
+      last_flush = now;
+    }
+    ProcessDrops();
+    if (quota_.TakeRefused() || quota_.AboveHigh()) {
+      EvictToLow();
+      MeasureIndex();
+      last_measure = Clock::now();
+    }
+  }
+  FlushHits();
+}
+
+void ObjectCacheImpl::FlushHits() {
+  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> hits;
+  {
+    std::lock_guard<std::mutex> l(hits_mu_);
+    hits.swap(pending_hits_);
+    inserted_prev_.swap(inserted_now_);
+    inserted_now_.clear();
+  }
+  if (hits.empty()) return;
+  std::vector<std::pair<ChunkKey, uint64_t>> batch(hits.begin(), hits.end());
+  Status s = index_->RecordHits(batch, policy_);
+  if (!s.ok()) LOG_WARN("recording cache hits: {}", s.message());
+}
+
+void ObjectCacheImpl::ProcessDrops() {
+  std::deque<VersionKey> todo;
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    todo.swap(drops_);
+  }
+  std::deque<VersionKey> later;
+  for (const VersionKey& v : todo) {
+    // A write that began before the version was superseded may still
+    // commit; its record must not outlive the drop.
+    if (store_->Writing(v)) {
+      later.push_back(v);
+      continue;
+    }
+    bool done = false;
+    uint64_t freed = 0;
+    Status err;
+    while (!done) {
+      auto r = index_->DropVersionChunks(v, kDropBatch, &done);
+      if (!r.ok()) {
+        err = r.status();
+        break;
+      }
+      freed += *r;
+    }
+    quota_.Free(freed);
+    if (!err.ok()) {
+      LOG_WARN("dropping an old cached version: {}", err.message());
+      later.push_back(v);
+      continue;
+    }
+    resident_->ForgetVersion(v);
+    auto u = store_->UnlinkIfIdle(v, []() -> Result<bool> { return true; });
+    if (!u.ok()) LOG_WARN("{}", u.status().message());
+    drops_pending_--;
+  }
+  if (!later.empty()) {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    for (const auto& v : later) drops_.push_back(v);
+  }
+}
+
+void ObjectCacheImpl::EvictToLow() {
+  uint64_t evicted = 0;
+  std::set<VersionKey> touched;
+  for (;;) {
+    uint64_t over = quota_.BytesOverLow();
+    if (over == 0) break;
+    {
+      std::lock_guard<std::mutex> l(bg_mu_);
+      if (bg_stop_) break;
+    }
+    size_t want = static_cast<size_t>(std::min<uint64_t>(kMaxVictimsPerRound, over / chunk_size_ + 1));
+    auto prob = index_->NewEvictCursor(EvictionPolicy::kProbationaryQueue);
+    auto prot = index_->NewEvictCursor(EvictionPolicy::kProtectedQueue);
+    auto victims = policy_.PickVictims(*prob, *prot, index_->clock(), index_->meta().chunks, want,
+                                       [&](const ChunkKey& k) {
+                                         return resident_->TryLatchForEvict(k);
+                                       });
+    prob.reset();
+    prot.reset();
+    if (victims.empty()) break;  // nothing left that is not pinned
+    for (const auto& victim : victims) {
+      const ChunkKey& key = victim.key;
+      // Punch before dropping the record: a crash in between leaves a
+      // record over a hole, which fails its checksum and is re-fetched.
+      auto file = store_->Get(key.version_key(), false);
+      if (file.ok()) {
+        Status s = ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
+        if (!s.ok()) LOG_ERROR("evicting: {}", s.message());
+      }
+      auto freed = index_->DropChunk(key, victim.rank);
+      resident_->ReleaseLatch(key);
+      if (!freed.ok()) {
+        LOG_WARN("evicting: {}", freed.status().message());
+        continue;
+      }
+      quota_.Free(*freed);
+      if (*freed) {
+        counters_.evicted_bytes += *freed;
+        counters_.evicted_chunks++;
+        evicted += *freed;
+      }
+      touched.insert(key.version_key());
+    }
+  }
+  for (const VersionKey& v : touched) {
+    auto u = store_->UnlinkIfIdle(v, [&]() -> Result<bool> {
+      STOKER_ASSIGN_OR_RETURN(bool has, index_->HasChunks(v));
+      return !has;
+    });
+    if (!u.ok()) LOG_WARN("{}", u.status().message());
+  }
+  if (evicted) LOG_DEBUG("evicted {} bytes", evicted);
+}
+
+Status ObjectCacheImpl::Warm(const std::string& path) {
+  auto st = origin_->Stat(path);
+  if (!st.ok()) return st.status();
+  if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
+    return Status::Invalid("cannot warm '" + path + "': not a file or directory");
+  }
+  {
+    std::lock_guard<std::mutex> l(warm_mu_);
+    warm_queue_.push_back(path);
+  }
+  warm_cv_.notify_one();
+  return Status::OK();
+}
+
+void ObjectCacheImpl::WarmLoop() {
+  for (;;) {
+    std::string root;
+    {
+      std::unique_lock<std::mutex> l(warm_mu_);
+      warm_cv_.wait(l, [&] { return warm_stop_ || !warm_queue_.empty(); });
+      if (warm_stop_) return;
+      root = std::move(warm_queue_.front());
+      warm_queue_.pop_front();
+    }
+    auto queue_file = [&](const std::string& p) {
+      counters_.warm_files_queued++;
+      if (!pool_->Submit(WorkerPool::Priority::kLow, [this, p] { WarmFile(p); })) {
+        counters_.warm_files_queued--;
+      }
+    };
+    auto st = origin_->Stat(root);
+    if (!st.ok()) {
+      LOG_WARN("warm '{}': {}", root, st.status().message());
+      continue;
+    }
+    if (S_ISREG(st->st_mode)) {
+      queue_file(root);
+      continue;
+    }
+    std::vector<std::string> dirs{root};
+    while (!dirs.empty()) {
+      {
+        std::lock_guard<std::mutex> l(warm_mu_);
+        if (warm_stop_) return;
+      }
+      std::string dir = std::move(dirs.back());
+      dirs.pop_back();
+      std::vector<std::string> files;
+      Status s = origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
+        if (S_ISDIR(e.st.st_mode)) dirs.push_back(JoinPath(dir, e.name));
+        if (S_ISREG(e.st.st_mode)) files.push_back(JoinPath(dir, e.name));
+        return true;
+      });
+      if (!s.ok()) LOG_WARN("warm: {}", s.message());
+      for (const auto& f : files) queue_file(f);
+    }
+  }
+}
+
+void ObjectCacheImpl::WarmFile(const std::string& path) {
+  auto opened = Open(path, false);
+  if (!opened.ok()) {
+    LOG_WARN("warm '{}': {}", path, opened.status().message());
+    counters_.warm_files_done++;
+    return;
+  }
+  const auto& file = opened->file;
+  const uint64_t step = std::max<uint64_t>(1, (8ull << 20) / chunk_size_);
+  for (uint64_t first = 0; first < file->version->chunks; first += step) {
+    FetchTally tally;
+    Status s = FillRange(file->version, *file->origin, first, first + step, &tally);
+    counters_.warm_bytes += tally.bytes;
+    if (!s.ok()) {
+      LOG_WARN("warm '{}': {}", path, s.message());
+      break;
+    }
+  }
+  counters_.warm_files_done++;
+}
+
+}  // namespace stoker

@@ -1,0 +1,391 @@
+#include "cache/chunk_index.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+#include <rocksdb/utilities/table_properties_collectors.h>
+#include <rocksdb/write_batch.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace stoker {
+namespace {
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::OK();
+  int code = EIO;
+  if (s.IsCorruption()) code = EBADMSG;
+  if (s.IsNoSpace()) code = ENOSPC;
+  if (s.IsBusy() || s.IsTryAgain()) code = EBUSY;
+  if (s.IsInvalidArgument()) code = EINVAL;
+  return Status::Error(code, what + ": " + s.ToString());
+}
+
+class RocksCursor : public EvictionPolicy::Cursor {
+ public:
+  RocksCursor(rocksdb::DB* db, uint8_t queue)
+      : lower_(EvictQueuePrefix(queue)), upper_(EvictQueuePrefix(queue + 1)) {
+    rocksdb::ReadOptions ro;
+    upper_slice_ = rocksdb::Slice(upper_);
+    ro.iterate_upper_bound = &upper_slice_;
+    ro.fill_cache = false;
+    it_.reset(db->NewIterator(ro));
+    it_->Seek(lower_);
+    Settle();
+  }
+  bool Valid() const override { return it_->Valid(); }
+  EvictionRank rank() const override { return current_.first; }
+  ChunkKey key() const override { return current_.second; }
+  void Next() override {
+    it_->Next();
+    Settle();
+  }
+
+ private:
+  void Settle() {
+    for (; it_->Valid(); it_->Next()) {
+      auto d = DecodeEvictOrderKey(std::string_view(it_->key().data(), it_->key().size()));
+      if (d.ok()) {
+        current_ = *d;
+        return;
+      }
+    }
+  }
+  std::string lower_, upper_;
+  rocksdb::Slice upper_slice_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+  std::pair<EvictionRank, ChunkKey> current_;
+};
+
+std::string_view View(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
+
+}  // namespace
+
+class ChunkIndex::Batch {
+ public:
+  rocksdb::WriteBatch wb;
+};
+
+Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
+  rocksdb::Options o;
+  o.create_if_missing = options.create_if_missing;
+  o.write_buffer_size = options.write_buffer_bytes;
+  o.max_write_buffer_number = 2;
+  o.max_total_wal_size = 2 * options.write_buffer_bytes;
+  o.max_background_jobs = 2;
+  o.max_open_files = 512;
+  o.keep_log_file_num = 2;
+  o.max_log_file_size = 1 << 20;
+  o.recycle_log_file_num = 0;
+  // Preallocation (4 MiB of MANIFEST, a WAL's worth of blocks) would count
+  // against the cache bound for nothing.
+  o.allow_fallocate = false;
+  // The info log lives in index/ and counts against the bound too.
+  o.info_log_level = rocksdb::WARN_LEVEL;
+  o.manifest_preallocation_size = 0;
+  // Evicting from the head of a queue leaves tombstones where the next
+  // cursor starts; compact files dense with deletions instead of scanning them.
+  o.table_properties_collector_factories.push_back(
+      rocksdb::NewCompactOnDeletionCollectorFactory(1024, 256));
+  rocksdb::BlockBasedTableOptions t;
+  t.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+
+  rocksdb::DB* db = nullptr;
+  STOKER_RETURN_IF_ERROR(
+      FromRocks(rocksdb::DB::Open(o, options.path, &db), "open index '" + options.path + "'"));
+  std::unique_ptr<rocksdb::DB> owned(db);
+
+  std::string value;
+  rocksdb::Status s = db->Get(rocksdb::ReadOptions(), kMetaKey, &value);
+  IndexMeta meta;
+  if (s.IsNotFound()) {
+    if (options.chunk_size_if_new == 0) {
+      return Status::Invalid("index '" + options.path + "' has no meta record");
+    }
+    meta.chunk_size = options.chunk_size_if_new;
+    rocksdb::WriteOptions wo;
+    STOKER_RETURN_IF_ERROR(
+        FromRocks(db->Put(wo, kMetaKey, EncodeMeta(meta)), "write index meta record"));
+  } else {
+    STOKER_RETURN_IF_ERROR(FromRocks(s, "read index meta record"));
+    STOKER_ASSIGN_OR_RETURN(meta, DecodeMeta(value));
+    if (meta.chunk_size == 0 || meta.chunk_size % kBlockSize != 0) {
+      return Status::Corruption("index meta record has chunk size " +
+                                std::to_string(meta.chunk_size));
+    }
+  }
+  return std::unique_ptr<ChunkIndex>(new ChunkIndex(owned.release(), meta));
+}
+
+ChunkIndex::ChunkIndex(rocksdb::DB* db, IndexMeta meta)
+    : db_(db), clock_(meta.clock), meta_(meta) {}
+
+ChunkIndex::~ChunkIndex() {
+  {
+    // Persist the clock so that eviction order survives a clean restart.
+    std::lock_guard<std::mutex> l(mu_);
+    IndexMeta m = meta_;
+    Batch b;
+    (void)Write(b, &m);
+  }
+  (void)db_->Close();
+  delete db_;
+}
+
+IndexMeta ChunkIndex::meta() const {
+  std::lock_guard<std::mutex> l(mu_);
+  IndexMeta m = meta_;
+  m.clock = clock_.load();
+  return m;
+}
+
+// REQUIRES: mu_ held. Commits batch (with new_meta if given) and adopts it.
+Status ChunkIndex::Write(Batch& batch, const IndexMeta* new_meta) {
+  IndexMeta m;
+  if (new_meta) {
+    m = *new_meta;
+    m.clock = clock_.load();
+    batch.wb.Put(kMetaKey, EncodeMeta(m));
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = false;
+  bytes_written_ += batch.wb.GetDataSize();
+  STOKER_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch.wb), "write index"));
+  if (new_meta) meta_ = m;
+  return Status::OK();
+}
+
+Result<std::optional<ObjectRecord>> ChunkIndex::GetObject(const std::string& path) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ObjectKey(path), &value);
+  if (s.IsNotFound()) return std::optional<ObjectRecord>();
+  STOKER_RETURN_IF_ERROR(FromRocks(s, "read index object record"));
+  STOKER_ASSIGN_OR_RETURN(ObjectRecord rec, DecodeObject(value));
+  return std::optional<ObjectRecord>(rec);
+}
+
+Result<ObjectRecord> ChunkIndex::CreateObject(const std::string& path, ObjectRecord rec) {
+  std::lock_guard<std::mutex> l(mu_);
+  IndexMeta m = meta_;
+  rec.object_id = m.next_object_id++;
+  m.objects++;
+  Batch b;
+  b.wb.Put(ObjectKey(path), EncodeObject(rec));
+  STOKER_RETURN_IF_ERROR(Write(b, &m));
+  return rec;
+}
+
+Status ChunkIndex::UpdateObject(const std::string& path, const ObjectRecord& rec) {
+  std::lock_guard<std::mutex> l(mu_);
+  Batch b;
+  b.wb.Put(ObjectKey(path), EncodeObject(rec));
+  return Write(b, nullptr);
+}
+
+Status ChunkIndex::ReplaceObject(const std::string& path, const ObjectRecord& rec,
+                                 const VersionKey& old) {
+  std::lock_guard<std::mutex> l(mu_);
+  Batch b;
+  b.wb.Put(ObjectKey(path), EncodeObject(rec));
+  b.wb.Put(DropKey(old), EncodeIntent());
+  return Write(b, nullptr);
+}
+
+Status ChunkIndex::DeleteObject(const std::string& path, const VersionKey& old) {
+  std::lock_guard<std::mutex> l(mu_);
+  IndexMeta m = meta_;
+  if (m.objects > 0) m.objects--;
+  Batch b;
+  b.wb.Delete(ObjectKey(path));
+  b.wb.Put(DropKey(old), EncodeIntent());
+  return Write(b, &m);
+}
+
+Result<std::optional<ChunkRecord>> ChunkIndex::GetChunk(const ChunkKey& key) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ChunkRecordKey(key), &value);
+  if (s.IsNotFound()) return std::optional<ChunkRecord>();
+  STOKER_RETURN_IF_ERROR(FromRocks(s, "read index chunk record"));
+  STOKER_ASSIGN_OR_RETURN(ChunkRecord rec, DecodeChunk(value));
+  return std::optional<ChunkRecord>(rec);
+}
+
+Status ChunkIndex::PutIntent(const ChunkKey& key) {
+  std::lock_guard<std::mutex> l(mu_);
+  Batch b;
+  b.wb.Put(IntentKey(key), EncodeIntent());
+  return Write(b, nullptr);
+}
+
+Status ChunkIndex::DeleteIntent(const ChunkKey& key) {
+  std::lock_guard<std::mutex> l(mu_);
+  Batch b;
+  b.wb.Delete(IntentKey(key));
+  return Write(b, nullptr);
+}
+
+Status ChunkIndex::CommitChunk(const ChunkKey& key, const ChunkRecord& rec) {
+  std::lock_guard<std::mutex> l(mu_);
+  IndexMeta m = meta_;
+  m.usage_bytes += rec.allocated;
+  m.chunks++;
+  Batch b;
+  b.wb.Put(ChunkRecordKey(key), EncodeChunk(rec));
+  ChunkPolicyState st{rec.state, rec.insert_seq, rec.last_access};
+  b.wb.Put(EvictOrderKey(EvictionPolicy::RankOf(st), key), rocksdb::Slice());
+  b.wb.Delete(IntentKey(key));
+  return Write(b, &m);
+}
+
+Result<uint64_t> ChunkIndex::DropChunk(const ChunkKey& key,
+                                       const std::optional<EvictionRank>& stale_rank) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ChunkRecordKey(key), &value);
+  Batch b;
+  if (stale_rank) b.wb.Delete(EvictOrderKey(*stale_rank, key));
+  if (s.IsNotFound()) {
+    if (stale_rank) STOKER_RETURN_IF_ERROR(Write(b, nullptr));
+    return uint64_t{0};
+  }
+  STOKER_RETURN_IF_ERROR(FromRocks(s, "read index chunk record"));
+  b.wb.Delete(ChunkRecordKey(key));
+  IndexMeta m = meta_;
+  uint64_t freed = 0;
+  auto rec = DecodeChunk(value);
+  if (rec.ok()) {
+    ChunkPolicyState st{rec->state, rec->insert_seq, rec->last_access};
+    b.wb.Delete(EvictOrderKey(EvictionPolicy::RankOf(st), key));
+    freed = rec->allocated;
+  }
+  m.usage_bytes -= std::min(m.usage_bytes, freed);
+  if (m.chunks > 0) m.chunks--;
+  STOKER_RETURN_IF_ERROR(Write(b, &m));
+  return freed;
+}
+
+Status ChunkIndex::RecordHits(const std::vector<std::pair<ChunkKey, uint64_t>>& hits,
+                              const EvictionPolicy& policy) {
+  if (hits.empty()) return Status::OK();
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::string> keys;
+  keys.reserve(hits.size());
+  for (const auto& h : hits) keys.push_back(ChunkRecordKey(h.first));
+  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+  std::vector<std::string> values;
+  std::vector<rocksdb::Status> st = db_->MultiGet(rocksdb::ReadOptions(), slices, &values);
+  Batch b;
+  for (size_t i = 0; i < hits.size(); ++i) {
+    if (!st[i].ok()) continue;
+    auto rec = DecodeChunk(values[i]);
+    if (!rec.ok()) continue;
+    ChunkPolicyState before{rec->state, rec->insert_seq, rec->last_access};
+    ChunkPolicyState after = policy.OnHit(before, hits[i].second);
+    if (after == before) continue;
+    EvictionRank old_rank = EvictionPolicy::RankOf(before);
+    EvictionRank new_rank = EvictionPolicy::RankOf(after);
+    if (!(old_rank == new_rank)) {
+      b.wb.Delete(EvictOrderKey(old_rank, hits[i].first));
+      b.wb.Put(EvictOrderKey(new_rank, hits[i].first), rocksdb::Slice());
+    }
+    rec->state = after.state;
+    rec->last_access = after.last_access;
+    b.wb.Put(keys[i], EncodeChunk(*rec));
+  }
+  IndexMeta m = meta_;
+  return Write(b, &m);
+}
+
+Result<uint64_t> ChunkIndex::DropVersionChunks(const VersionKey& v, size_t max, bool* done) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string prefix = VersionChunkPrefix(v);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  Batch b;
+  IndexMeta m = meta_;
+  uint64_t freed = 0;
+  size_t n = 0;
+  *done = true;
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (n == max) {
+      *done = false;
+      break;
+    }
+    b.wb.Delete(it->key());
+    auto key = DecodeChunkRecordKey(View(it->key()));
+    auto rec = DecodeChunk(View(it->value()));
+    if (key.ok() && rec.ok()) {
+      ChunkPolicyState st{rec->state, rec->insert_seq, rec->last_access};
+      b.wb.Delete(EvictOrderKey(EvictionPolicy::RankOf(st), *key));
+      freed += rec->allocated;
+    }
+    if (m.chunks > 0) m.chunks--;
+    ++n;
+  }
+  STOKER_RETURN_IF_ERROR(FromRocks(it->status(), "walk index chunk records"));
+  if (*done) b.wb.Delete(DropKey(v));
+  m.usage_bytes -= std::min(m.usage_bytes, freed);
+  STOKER_RETURN_IF_ERROR(Write(b, &m));
+  return freed;
+}
+
+Result<bool> ChunkIndex::HasChunks(const VersionKey& v) {
+  bool found = false;
+  STOKER_RETURN_IF_ERROR(ForEachPrefix(VersionChunkPrefix(v), [&](auto, auto) {
+    found = true;
+    return false;
+  }));
+  return found;
+}
+
+Status ChunkIndex::ForEach(char prefix, const RawFn& fn) {
+  return ForEachPrefix(std::string(1, prefix), fn);
+}
+
+Status ChunkIndex::ForEachPrefix(const std::string& prefix, const RawFn& fn) {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (!fn(View(it->key()), View(it->value()))) break;
+  }
+  return FromRocks(it->status(), "walk index");
+}
+
+std::unique_ptr<EvictionPolicy::Cursor> ChunkIndex::NewEvictCursor(uint8_t queue) {
+  return std::make_unique<RocksCursor>(db_, queue);
+}
+
+Status ChunkIndex::DeleteRaw(std::string_view key) {
+  std::lock_guard<std::mutex> l(mu_);
+  Batch b;
+  b.wb.Delete(rocksdb::Slice(key.data(), key.size()));
+  return Write(b, nullptr);
+}
+
+Status ChunkIndex::WriteMeta(const IndexMeta& meta) {
+  std::lock_guard<std::mutex> l(mu_);
+  Batch b;
+  clock_.store(std::max(clock_.load(), meta.clock));
+  return Write(b, &meta);
+}
+
+uint64_t ChunkIndex::DiskBytes(const std::string& path) {
+  DIR* d = opendir(path.c_str());
+  if (!d) return 0;
+  uint64_t total = 0;
+  while (struct dirent* e = readdir(d)) {
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+      total += static_cast<uint64_t>(st.st_blocks) * 512;
+    }
+  }
+  closedir(d);
+  return total;
+}
+
+}  // namespace stoker

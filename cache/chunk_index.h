@@ -1,0 +1,120 @@
+// ChunkIndex: the RocksDB index of one cache directory (CACHE_DIR/index).
+// Holds the meta record, one object record per cached path, one chunk record
+// per present chunk, the eviction order, and write/drop intents (format in
+// cache/index_format.h).
+//
+// Every mutation is one WriteBatch: a chunk's record, its eviction key, the
+// usage/counts in the meta record and the deletion of its write intent are
+// committed together, so usage is right after a crash. Writes go to the WAL
+// without fsync: a process crash loses nothing; a power loss may lose the
+// newest records, which leaves orphan space (for fsck), never wrong bytes,
+// because data is only served after its checksum matched.
+//
+// Thread-safety: all methods are thread-safe. Reads go straight to RocksDB;
+// mutations are serialized by one mutex so that the meta record (usage,
+// counts, clock) is read-modified-written consistently and a record is never
+// resurrected by a concurrent update.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/chunk.h"
+#include "cache/eviction.h"
+#include "cache/index_format.h"
+#include "util/status.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace stoker {
+
+class ChunkIndex {
+ public:
+  struct Options {
+    std::string path;             // the index directory
+    bool create_if_missing = true;
+    uint64_t chunk_size_if_new = 0;  // meta of a new index; REQUIRES > 0 if creating
+    uint64_t block_cache_bytes = 32ull << 20;
+    uint64_t write_buffer_bytes = 16ull << 20;
+  };
+  // Opens (creating if allowed). The meta record is read back as stored; a
+  // caller wanting another chunk size compares meta().chunk_size and wipes.
+  static Result<std::unique_ptr<ChunkIndex>> Open(const Options& options);
+  ~ChunkIndex();
+
+  IndexMeta meta() const;
+  // Advances the eviction clock; the value is persisted with the next batch.
+  uint64_t Tick() { return clock_.fetch_add(1) + 1; }
+  uint64_t clock() const { return clock_.load(); }
+  // Bytes of batches written so far: how much the WAL grew (for the quota
+  // between two measurements of the index's size).
+  uint64_t bytes_written() const { return bytes_written_.load(); }
+
+  // Objects.
+  Result<std::optional<ObjectRecord>> GetObject(const std::string& path);
+  // A new path: assigns rec.object_id and returns the record as stored.
+  Result<ObjectRecord> CreateObject(const std::string& path, ObjectRecord rec);
+  // Same object and version (a revalidation that found no change).
+  Status UpdateObject(const std::string& path, const ObjectRecord& rec);
+  // A new version replaces old; old's chunks get a drop intent.
+  Status ReplaceObject(const std::string& path, const ObjectRecord& rec, const VersionKey& old);
+  // The path is gone at the origin: its record goes, its chunks get a drop intent.
+  Status DeleteObject(const std::string& path, const VersionKey& old);
+
+  // Chunks.
+  Result<std::optional<ChunkRecord>> GetChunk(const ChunkKey& key);
+  Status PutIntent(const ChunkKey& key);
+  Status DeleteIntent(const ChunkKey& key);
+  // Record + eviction key + usage + intent deletion, in one batch.
+  Status CommitChunk(const ChunkKey& key, const ChunkRecord& rec);
+  // Deletes the chunk's record and eviction key if present; returns the
+  // allocated bytes freed (0 if it was not there). stale_rank: an eviction
+  // key to delete as well, so an order key without a record cannot stick.
+  Result<uint64_t> DropChunk(const ChunkKey& key,
+                             const std::optional<EvictionRank>& stale_rank = std::nullopt);
+  // Applies batched hits: (chunk, clock tick of its latest hit). Chunks no
+  // longer present are skipped.
+  Status RecordHits(const std::vector<std::pair<ChunkKey, uint64_t>>& hits,
+                    const EvictionPolicy& policy);
+  // Deletes up to max chunk records of v; returns the bytes freed and sets
+  // *done when none are left, at which point its drop intent is deleted too.
+  Result<uint64_t> DropVersionChunks(const VersionKey& v, size_t max, bool* done);
+  Result<bool> HasChunks(const VersionKey& v);
+
+  // Walks, in key order. fn returns false to stop.
+  using RawFn = std::function<bool(std::string_view key, std::string_view value)>;
+  Status ForEach(char prefix, const RawFn& fn);
+  Status ForEachPrefix(const std::string& prefix, const RawFn& fn);
+
+  // A cursor over one eviction queue, for EvictionPolicy::PickVictims. Keys
+  // that do not decode are skipped.
+  std::unique_ptr<EvictionPolicy::Cursor> NewEvictCursor(uint8_t queue);
+
+  // fsck: drop an undecodable record; rewrite the meta record.
+  Status DeleteRaw(std::string_view key);
+  Status WriteMeta(const IndexMeta& meta);
+
+  // Bytes allocated by the index's files (st_blocks of everything in path).
+  static uint64_t DiskBytes(const std::string& path);
+
+ private:
+  ChunkIndex(rocksdb::DB* db, IndexMeta meta);
+  class Batch;
+  Status Write(Batch& batch, const IndexMeta* new_meta);
+
+  rocksdb::DB* const db_;
+  std::atomic<uint64_t> clock_;
+  std::atomic<uint64_t> bytes_written_{0};
+  mutable std::mutex mu_;
+  IndexMeta meta_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace stoker

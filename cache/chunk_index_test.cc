@@ -1,0 +1,139 @@
+// ChunkIndex over a real RocksDB: usage moves with the chunk records in the
+// same batch, survives reopening, and the eviction queues follow the records.
+#include "cache/chunk_index.h"
+
+#include <gtest/gtest.h>
+
+#include "cache/cache_test_util.h"
+
+namespace stoker {
+namespace {
+
+using testing::ScratchDir;
+
+class ChunkIndexTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ChunkIndex> OpenIndex(uint64_t chunk_size = 65536) {
+    ChunkIndex::Options o;
+    o.path = dir_.Sub("index");
+    o.chunk_size_if_new = chunk_size;
+    o.write_buffer_bytes = 1 << 20;
+    auto r = ChunkIndex::Open(o);
+    STOKER_CHECK(r.ok(), r.status().message().c_str());
+    return std::move(r).value();
+  }
+  static ChunkRecord Rec(uint32_t len, uint64_t seq) {
+    return ChunkRecord{len, 123, AllocatedBytes(len), seq, HitState::kProbationary, seq};
+  }
+  static std::vector<ChunkKey> Queue(ChunkIndex& idx, uint8_t q) {
+    std::vector<ChunkKey> keys;
+    for (auto c = idx.NewEvictCursor(q); c->Valid(); c->Next()) keys.push_back(c->key());
+    return keys;
+  }
+  ScratchDir dir_{"index"};
+};
+
+TEST_F(ChunkIndexTest, UsageAndCountsFollowCommitsAndDropsAcrossReopen) {
+  {
+    auto idx = OpenIndex();
+    ASSERT_TRUE(idx->PutIntent({1, 1, 0}).ok());
+    ASSERT_TRUE(idx->CommitChunk({1, 1, 0}, Rec(100, 1)).ok());
+    ASSERT_TRUE(idx->CommitChunk({1, 1, 1}, Rec(5000, 2)).ok());
+    EXPECT_EQ(idx->meta().usage_bytes, 4096u + 8192u);
+    EXPECT_EQ(idx->meta().chunks, 2u);
+    bool intent = false;
+    ASSERT_TRUE(idx->ForEach(kIntentPrefix, [&](auto, auto) { return intent = true; }).ok());
+    EXPECT_FALSE(intent) << "commit must delete the intent";
+    EXPECT_EQ(idx->DropChunk({1, 1, 0}).value(), 4096u);
+    EXPECT_EQ(idx->DropChunk({1, 1, 0}).value(), 0u);  // twice frees nothing
+    (void)idx->Tick();
+  }
+  auto idx = OpenIndex();
+  EXPECT_EQ(idx->meta().usage_bytes, 8192u);
+  EXPECT_EQ(idx->meta().chunks, 1u);
+  EXPECT_GE(idx->clock(), 1u);
+  EXPECT_EQ(idx->GetChunk({1, 1, 1}).value()->len, 5000u);
+  EXPECT_FALSE(idx->GetChunk({1, 1, 0}).value().has_value());
+}
+
+TEST_F(ChunkIndexTest, ObjectsGetIdsAndVersionsGetDropIntents) {
+  auto idx = OpenIndex();
+  ObjectRecord rec;
+  rec.version = 1;
+  rec.identity.size = 10;
+  auto a = idx->CreateObject("a", rec).value();
+  auto b = idx->CreateObject("b", rec).value();
+  EXPECT_NE(a.object_id, b.object_id);
+  EXPECT_EQ(idx->meta().objects, 2u);
+  ASSERT_TRUE(idx->CommitChunk({a.object_id, 1, 0}, Rec(10, 1)).ok());
+  ObjectRecord a2 = a;
+  a2.version = 2;
+  ASSERT_TRUE(idx->ReplaceObject("a", a2, {a.object_id, 1}).ok());
+  EXPECT_EQ(idx->GetObject("a").value()->version, 2u);
+  std::vector<VersionKey> drops;
+  ASSERT_TRUE(idx->ForEach(kDropPrefix, [&](std::string_view k, auto) {
+                   drops.push_back(DecodeDropKey(k).value());
+                   return true;
+                 }).ok());
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_EQ(drops[0], (VersionKey{a.object_id, 1}));
+  bool done = false;
+  EXPECT_EQ(idx->DropVersionChunks(drops[0], 10, &done).value(), 4096u);
+  EXPECT_TRUE(done);
+  EXPECT_FALSE(idx->HasChunks(drops[0]).value());
+  EXPECT_EQ(idx->meta().usage_bytes, 0u);
+  bool left = false;
+  ASSERT_TRUE(idx->ForEach(kDropPrefix, [&](auto, auto) { return left = true; }).ok());
+  EXPECT_FALSE(left);
+  ASSERT_TRUE(idx->DeleteObject("b", {b.object_id, 1}).ok());
+  EXPECT_FALSE(idx->GetObject("b").value().has_value());
+  EXPECT_EQ(idx->meta().objects, 1u);
+}
+
+TEST_F(ChunkIndexTest, DropVersionInBatches) {
+  auto idx = OpenIndex();
+  for (uint64_t i = 0; i < 25; ++i) ASSERT_TRUE(idx->CommitChunk({3, 1, i}, Rec(4096, i)).ok());
+  ASSERT_TRUE(idx->CommitChunk({3, 2, 0}, Rec(4096, 99)).ok());
+  bool done = false;
+  int rounds = 0;
+  while (!done) {
+    ASSERT_TRUE(idx->DropVersionChunks({3, 1}, 10, &done).ok());
+    ++rounds;
+  }
+  EXPECT_EQ(rounds, 3);
+  EXPECT_EQ(idx->meta().chunks, 1u);
+  EXPECT_TRUE(idx->HasChunks({3, 2}).value());
+  EXPECT_EQ(Queue(*idx, 0).size(), 1u);
+}
+
+TEST_F(ChunkIndexTest, HitsMoveChunksToTheProtectedQueue) {
+  auto idx = OpenIndex();
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(idx->CommitChunk({1, 1, i}, Rec(10, i + 1)).ok());
+  // Newest inserted first.
+  EXPECT_EQ(Queue(*idx, 0), (std::vector<ChunkKey>{{1, 1, 2}, {1, 1, 1}, {1, 1, 0}}));
+  EvictionPolicy policy;
+  ASSERT_TRUE(idx->RecordHits({{{1, 1, 1}, 20}, {{1, 1, 0}, 10}, {{9, 9, 9}, 5}}, policy).ok());
+  EXPECT_EQ(Queue(*idx, 0), (std::vector<ChunkKey>{{1, 1, 2}}));
+  EXPECT_EQ(Queue(*idx, 1), (std::vector<ChunkKey>{{1, 1, 0}, {1, 1, 1}}));  // LRU
+  EXPECT_EQ(idx->GetChunk({1, 1, 1}).value()->state, HitState::kProtected);
+  EXPECT_FALSE(idx->GetChunk({9, 9, 9}).value().has_value());  // not resurrected
+  EXPECT_EQ(idx->DropChunk({1, 1, 0}).value(), 4096u);
+  EXPECT_EQ(Queue(*idx, 1), (std::vector<ChunkKey>{{1, 1, 1}}));
+}
+
+TEST_F(ChunkIndexTest, UndecodableRecordsAreCorruption) {
+  auto idx = OpenIndex();
+  ASSERT_TRUE(idx->CommitChunk({1, 1, 0}, Rec(10, 1)).ok());
+  ASSERT_TRUE(idx->DeleteRaw(ChunkRecordKey({1, 1, 0})).ok());
+  EXPECT_FALSE(idx->GetChunk({1, 1, 0}).value().has_value());
+}
+
+TEST_F(ChunkIndexTest, KeepsItsChunkSize) {
+  { auto idx = OpenIndex(65536); }
+  auto idx = OpenIndex(1 << 20);
+  EXPECT_EQ(idx->meta().chunk_size, 65536u) << "the caller decides to wipe";
+  EXPECT_GT(ChunkIndex::DiskBytes(dir_.Sub("index")), 0u);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,130 @@
+#include "cache/eviction.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "util/status.h"
+
+namespace stoker {
+
+EvictionRank EvictionPolicy::RankOf(const ChunkPolicyState& s) {
+  if (s.state == HitState::kProtected) return {kProtectedQueue, s.last_access};
+  // Newest first: the order key falls as the insert sequence grows.
+  return {kProbationaryQueue, std::numeric_limits<uint64_t>::max() - s.insert_seq};
+}
+
+ChunkPolicyState EvictionPolicy::OnInsert(uint64_t now) const {
+  return {HitState::kProbationary, now, now};
+}
+
+ChunkPolicyState EvictionPolicy::OnHit(const ChunkPolicyState& s, uint64_t now) const {
+  return {HitState::kProtected, s.insert_seq, std::max(now, s.last_access)};
+}
+
+bool EvictionPolicy::IsStale(uint64_t last_access, uint64_t now, uint64_t resident_chunks) const {
+  if (now <= last_access) return false;
+  return now - last_access > options_.stale_factor * std::max<uint64_t>(resident_chunks, 1);
+}
+
+std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
+    Cursor& probationary, Cursor& protected_chunks, uint64_t now, uint64_t resident_chunks,
+    size_t max, const std::function<bool(const ChunkKey&)>& accept) const {
+  std::vector<Victim> victims;
+  while (victims.size() < max) {
+    Cursor* from = nullptr;
+    if (protected_chunks.Valid() &&
+        IsStale(protected_chunks.rank().order, now, resident_chunks)) {
+      from = &protected_chunks;
+    } else if (probationary.Valid()) {
+      from = &probationary;
+    } else if (protected_chunks.Valid()) {
+      from = &protected_chunks;
+    } else {
+      break;
+    }
+    Victim v{from->rank(), from->key()};
+    from->Next();
+    if (accept(v.key)) victims.push_back(v);
+  }
+  return victims;
+}
+
+Quota::Quota(uint64_t capacity, double high_watermark, double low_watermark)
+    : capacity_(capacity),
+      high_(static_cast<uint64_t>(static_cast<long double>(capacity) * high_watermark)),
+      low_(static_cast<uint64_t>(static_cast<long double>(capacity) * low_watermark)) {
+  STOKER_CHECK(low_watermark > 0 && low_watermark <= high_watermark && high_watermark <= 1,
+               "watermarks must satisfy 0 < low <= high <= 1");
+}
+
+void Quota::SetCommitted(uint64_t bytes) {
+  std::lock_guard<std::mutex> l(mu_);
+  committed_ = bytes;
+}
+
+void Quota::SetIndexBytes(uint64_t bytes) {
+  std::lock_guard<std::mutex> l(mu_);
+  index_ = bytes;
+}
+
+bool Quota::TryReserve(uint64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  uint64_t used = committed_ + reserved_ + index_;
+  if (used > capacity_ || n > capacity_ - used) {
+    refused_ = true;
+    return false;
+  }
+  reserved_ += n;
+  return true;
+}
+
+void Quota::Commit(uint64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  STOKER_CHECK(reserved_ >= n, "commit of bytes never reserved");
+  reserved_ -= n;
+  committed_ += n;
+}
+
+void Quota::Release(uint64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  STOKER_CHECK(reserved_ >= n, "release of bytes never reserved");
+  reserved_ -= n;
+}
+
+void Quota::Free(uint64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  // The index's usage record is the truth and is kept in step with the
+  // chunk records; clamping only guards against an index edited behind us.
+  committed_ -= std::min(committed_, n);
+}
+
+uint64_t Quota::committed() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return committed_;
+}
+
+uint64_t Quota::index_bytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return index_;
+}
+
+uint64_t Quota::used() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return committed_ + reserved_ + index_;
+}
+
+bool Quota::AboveHigh() const { return used() > high_; }
+
+bool Quota::TakeRefused() {
+  std::lock_guard<std::mutex> l(mu_);
+  bool r = refused_;
+  refused_ = false;
+  return r;
+}
+
+uint64_t Quota::BytesOverLow() const {
+  uint64_t u = used();
+  return u > low_ ? u - low_ : 0;
+}
+
+}  // namespace stoker

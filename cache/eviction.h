@@ -1,0 +1,151 @@
+// Eviction: which chunks leave the SSD tier first (EvictionPolicy), and how
+// much may be there at all (Quota).
+//
+// EvictionPolicy is scan-resistant. Plain LRU evicts exactly the chunks an
+// epoch-style loader needs next when it cycles through more data than fits,
+// and reaches a 0% hit ratio. Instead:
+// - A new chunk is probationary. A hit in a later access (not the read that
+//   inserted it) promotes it to protected.
+// - Probationary chunks are evicted first, NEWEST-inserted first: the chunks
+//   that got in first stay, so a fixed or reshuffled epoch over a dataset
+//   larger than the cache keeps hitting the same resident subset.
+// - Protected chunks are evicted in LRU order after the probationary ones,
+//   except that a protected chunk untouched for more than stale_factor x the
+//   resident chunk count clock ticks goes before every probationary one: a
+//   working set that changed for good is admitted again.
+// The clock ticks once per chunk access (insert or hit). Both queues are kept
+// as ordered keys (in the index); the policy only says where a chunk sits
+// (RankOf) and walks two cursors over them (PickVictims), so a simulation
+// and the RocksDB-backed evictor run the same code.
+//
+// Quota: the hard bound. Bytes are reserved before a chunk is written and
+// committed once its record is; a reservation that would pass capacity is
+// refused, so the bound is never overshot by chunk data.
+//
+// Thread-safety: EvictionPolicy is immutable after construction (any thread).
+// Quota is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "cache/chunk.h"
+
+namespace stoker {
+
+enum class HitState : uint8_t { kProbationary = 0, kProtected = 1 };
+
+// Where a chunk sits in the eviction order: queue 0 (probationary) before
+// queue 1 (protected); within a queue, smaller order first.
+struct EvictionRank {
+  uint8_t queue = 0;
+  uint64_t order = 0;
+  bool operator==(const EvictionRank&) const = default;
+  auto operator<=>(const EvictionRank&) const = default;
+};
+
+struct ChunkPolicyState {
+  HitState state = HitState::kProbationary;
+  uint64_t insert_seq = 0;
+  uint64_t last_access = 0;
+  bool operator==(const ChunkPolicyState&) const = default;
+};
+
+class EvictionPolicy {
+ public:
+  struct Options {
+    // Staleness, in multiples of the resident chunk count, after which an
+    // untouched protected chunk is evicted before probationary ones. It must
+    // exceed the longest re-reference distance of an epoch (twice the dataset
+    // for a reshuffled one) divided by the resident count, or the resident
+    // subset of big datasets is thrown out; larger values admit a changed
+    // working set more slowly. Default: 16 (simulated: epochs over datasets up
+    // to 8x the cache keep their hit ratio; 8 already fails at 8x).
+    uint64_t stale_factor = 16;
+  };
+
+  EvictionPolicy() = default;
+  explicit EvictionPolicy(Options options) : options_(options) {}
+
+  static constexpr uint8_t kProbationaryQueue = 0;
+  static constexpr uint8_t kProtectedQueue = 1;
+
+  static EvictionRank RankOf(const ChunkPolicyState& s);
+  // A chunk inserted at clock tick now.
+  ChunkPolicyState OnInsert(uint64_t now) const;
+  // A hit at tick now. REQUIRES: the hit is a later access than the insert.
+  ChunkPolicyState OnHit(const ChunkPolicyState& s, uint64_t now) const;
+  bool IsStale(uint64_t last_access, uint64_t now, uint64_t resident_chunks) const;
+
+  // A walk over one queue in eviction order.
+  class Cursor {
+   public:
+    virtual ~Cursor() = default;
+    virtual bool Valid() const = 0;
+    virtual EvictionRank rank() const = 0;
+    virtual ChunkKey key() const = 0;
+    virtual void Next() = 0;
+  };
+
+  struct Victim {
+    EvictionRank rank;
+    ChunkKey key;
+  };
+  // Up to max victims in policy order. accept(key) is asked for each
+  // candidate and may refuse it (a pinned chunk); a refused chunk is skipped,
+  // not retried.
+  std::vector<Victim> PickVictims(Cursor& probationary, Cursor& protected_chunks, uint64_t now,
+                                    uint64_t resident_chunks, size_t max,
+                                    const std::function<bool(const ChunkKey&)>& accept) const;
+
+ private:
+  Options options_;
+};
+
+class Quota {
+ public:
+  // REQUIRES: 0 < low <= high <= 1.
+  Quota(uint64_t capacity, double high_watermark, double low_watermark);
+
+  // Committed bytes as recorded in the index (at open).
+  void SetCommitted(uint64_t bytes);
+  // The index's own files, as last measured.
+  void SetIndexBytes(uint64_t bytes);
+
+  // Reserves n bytes for a chunk about to be written. False if that would
+  // pass capacity (the chunk is then served uncached).
+  [[nodiscard]] bool TryReserve(uint64_t n);
+  // The reserved chunk's record was committed: reserved -> committed.
+  void Commit(uint64_t n);
+  // The reserved chunk was not written.
+  void Release(uint64_t n);
+  // Committed chunk bytes were evicted or dropped.
+  void Free(uint64_t n);
+
+  uint64_t capacity() const { return capacity_; }
+  uint64_t committed() const;
+  uint64_t index_bytes() const;
+  // committed + reserved + index bytes.
+  uint64_t used() const;
+  bool AboveHigh() const;
+  // Whether a reservation was refused since the last call: the evictor then
+  // runs even below the high watermark (a chunk may not fit in the gap
+  // between high watermark and capacity).
+  bool TakeRefused();
+  // Bytes to evict to get down to the low watermark (0 if already there).
+  uint64_t BytesOverLow() const;
+
+ private:
+  const uint64_t capacity_;
+  const uint64_t high_;
+  const uint64_t low_;
+  mutable std::mutex mu_;
+  uint64_t committed_ = 0;  // GUARDED_BY(mu_)
+  uint64_t reserved_ = 0;   // GUARDED_BY(mu_)
+  uint64_t index_ = 0;      // GUARDED_BY(mu_)
+  bool refused_ = false;    // GUARDED_BY(mu_)
+};
+
+}  // namespace stoker

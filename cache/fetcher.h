@@ -1,0 +1,60 @@
+// Fetcher: collapses concurrent misses of the same chunk into one origin
+// read. The first caller to Join a chunk becomes its leader and must fetch
+// it and Complete it exactly once; everyone who joins before that waits and
+// gets the leader's bytes (or its error). A chunk completed with an error is
+// not remembered: the next Join leads a new fetch.
+//
+// Leaders must Complete all the chunks they lead before waiting on others,
+// which makes waiting deadlock-free (a wait only ever depends on a fetch that
+// is already running).
+//
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "cache/chunk.h"
+#include "util/status.h"
+
+namespace stoker {
+
+// Bytes of one chunk in memory. data may alias a larger buffer (one origin
+// read for a run of chunks) and keeps it alive.
+struct ChunkBytes {
+  std::shared_ptr<const char> data;
+  size_t len = 0;
+  bool from_cache = false;  // read back from the SSD tier, not the origin
+};
+
+class Fetcher {
+ public:
+  class Flight {
+   public:
+    Result<ChunkBytes> result{Status::IOError("fetch not completed")};
+
+   private:
+    friend class Fetcher;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;  // GUARDED_BY(mu)
+  };
+
+  // *leader = true: the caller fetches key and calls Complete. Otherwise it
+  // calls Wait on the returned flight.
+  std::shared_ptr<Flight> Join(const ChunkKey& key, bool* leader);
+  void Complete(const ChunkKey& key, const std::shared_ptr<Flight>& flight,
+                Result<ChunkBytes> result);
+  static Result<ChunkBytes> Wait(const std::shared_ptr<Flight>& flight);
+
+  size_t in_flight() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<ChunkKey, std::shared_ptr<Flight>, ChunkKeyHash> flights_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace stoker

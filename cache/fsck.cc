@@ -1,0 +1,425 @@
+// CheckCache: see cache/fsck.h. Walks the index once per record kind, then
+// data/, and repairs (when asked) only after each walk, so a walk never sees
+// its own repairs.
+#include "cache/fsck.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "cache/cache_dir_lock.h"
+#include "cache/chunk_index.h"
+#include "cache/chunk_store.h"
+#include "util/checksum.h"
+
+namespace stoker {
+
+nlohmann::json FsckReport::ToJson() const {
+  return nlohmann::json{{"clean", clean()},
+                        {"objects", objects},
+                        {"chunks", chunks},
+                        {"bytes_checked", bytes_checked},
+                        {"bad_checksums", bad_checksums},
+                        {"missing_data", missing_data},
+                        {"orphan_files", orphan_files},
+                        {"pending_writes", pending_writes},
+                        {"bad_records", bad_records},
+                        {"usage_mismatch", usage_mismatch},
+                        {"repaired", repaired},
+                        {"problems", problems}};
+}
+
+namespace {
+
+std::string Name(const VersionKey& v) { return ChunkStore::RelativePath(v); }
+std::string Name(const ChunkKey& k) {
+  return Name(k.version_key()) + " chunk " + std::to_string(k.index);
+}
+
+class Fsck {
+ public:
+  Fsck(const std::string& dir, bool repair, ChunkIndex* index, ChunkStore* store)
+      : dir_(dir), repair_(repair), index_(index), store_(store),
+        chunk_size_(index->meta().chunk_size) {}
+
+  Status Run() {
+    STOKER_RETURN_IF_ERROR(CheckObjects());
+    STOKER_RETURN_IF_ERROR(CheckDrops());
+    STOKER_RETURN_IF_ERROR(CheckIntents());
+    STOKER_RETURN_IF_ERROR(CheckChunks());
+    STOKER_RETURN_IF_ERROR(CheckEvictionKeys());
+    STOKER_RETURN_IF_ERROR(CheckDataFiles());
+    return CheckUsage();
+  }
+  FsckReport& report() { return r_; }
+
+ private:
+  void Problem(std::string line) { r_.problems.push_back(std::move(line)); }
+  void Repaired(const Status& s) {
+    if (s.ok()) {
+      r_.repaired++;
+    } else {
+      Problem("repair failed: " + s.message());
+    }
+  }
+  void DropChunk(const ChunkKey& key) {
+    auto file = store_->Get(key.version_key(), false);
+    if (file.ok()) {
+      (void)ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
+    }
+    Repaired(index_->DropChunk(key).status());
+  }
+
+  Status CheckObjects() {
+    std::vector<std::string> bad;
+    STOKER_RETURN_IF_ERROR(index_->ForEach(kObjectPrefix, [&](std::string_view k,
+                                                              std::string_view v) {
+      auto rec = DecodeObject(v);
+      if (!rec.ok()) {
+        r_.bad_records++;
+        Problem("object record '" + std::string(k.substr(1)) + "': " + rec.status().message());
+        bad.emplace_back(k);
+        return true;
+      }
+      r_.objects++;
+      sizes_[VersionKey{rec->object_id, rec->version}] = rec->identity.size;
+      return true;
+    }));
+    all_objects_ = r_.objects + bad.size();
+    kept_objects_ = repair_ ? r_.objects : all_objects_;
+    if (repair_) {
+      for (const auto& k : bad) Repaired(index_->DeleteRaw(k));
+    }
+    return Status::OK();
+  }
+
+  Status CheckDrops() {
+    std::vector<std::string> bad;
+    STOKER_RETURN_IF_ERROR(index_->ForEach(kDropPrefix, [&](std::string_view k, auto) {
+      auto v = DecodeDropKey(k);
+      if (!v.ok()) {
+        r_.bad_records++;
+        Problem(v.status().message());
+        bad.emplace_back(k);
+      } else {
+        r_.pending_writes++;
+        Problem("drop of old version " + Name(*v) + " was interrupted");
+        drops_.insert(*v);
+      }
+      return true;
+    }));
+    if (!repair_) return Status::OK();
+    for (const auto& k : bad) Repaired(index_->DeleteRaw(k));
+    for (const VersionKey& v : drops_) {
+      bool done = false;
+      Status s;
+      while (!done && s.ok()) s = index_->DropVersionChunks(v, 1024, &done).status();
+      if (s.ok()) s = store_->UnlinkIfIdle(v, []() -> Result<bool> { return true; }).status();
+      Repaired(s);
+    }
+    return Status::OK();
+  }
+
+  Status CheckIntents() {
+    std::vector<std::string> bad;
+    std::vector<ChunkKey> intents;
+    STOKER_RETURN_IF_ERROR(index_->ForEach(kIntentPrefix, [&](std::string_view k, auto) {
+      auto key = DecodeIntentKey(k);
+      if (!key.ok()) {
+        r_.bad_records++;
+        Problem(key.status().message());
+        bad.emplace_back(k);
+      } else {
+        r_.pending_writes++;
+        Problem("interrupted write of " + Name(*key));
+        intents.push_back(*key);
+      }
+      return true;
+    }));
+    if (!repair_) return Status::OK();
+    for (const auto& k : bad) Repaired(index_->DeleteRaw(k));
+    for (const ChunkKey& key : intents) {
+      auto rec = index_->GetChunk(key);
+      auto file = store_->Get(key.version_key(), false);
+      if (rec.ok() && !*rec && file.ok()) {
+        (void)ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
+      }
+      Repaired(index_->DeleteIntent(key));
+    }
+    return Status::OK();
+  }
+
+  // The problem with a decodable chunk record, or "" if it is good.
+  std::string CheckChunk(const ChunkKey& key, const ChunkRecord& rec) {
+    auto size = sizes_.find(key.version_key());
+    if (size == sizes_.end()) return "belongs to no cached object";
+    if (rec.len != ChunkLength(size->second, chunk_size_, key.index)) {
+      return "has length " + std::to_string(rec.len) + ", the object implies " +
+             std::to_string(ChunkLength(size->second, chunk_size_, key.index));
+    }
+    auto file = store_->Get(key.version_key(), false);
+    if (!file.ok()) return "missing: " + file.status().message();
+    int fd = (*file)->fd();
+    off_t off = static_cast<off_t>(ChunkOffset(chunk_size_, key.index));
+    struct stat st;
+    off_t data = ::lseek(fd, off, SEEK_DATA);
+    if (::fstat(fd, &st) != 0 || st.st_size < off + static_cast<off_t>(rec.len) || data != off) {
+      return "missing: no data at offset " + std::to_string(off);
+    }
+    std::vector<char> buf(rec.len);
+    ssize_t got = ::pread(fd, buf.data(), rec.len, off);
+    r_.bytes_checked += got > 0 ? static_cast<uint64_t>(got) : 0;
+    if (got != static_cast<ssize_t>(rec.len)) return "missing: short read";
+    if (ChunkChecksum(buf.data(), rec.len) != rec.xxh3) return "checksum mismatch";
+    return "";
+  }
+
+  Status CheckChunks() {
+    // Drop repairs above kept the meta record in step; compare from here.
+    before_ = index_->meta();
+    std::vector<std::string> bad;
+    std::vector<ChunkKey> drop;
+    STOKER_RETURN_IF_ERROR(index_->ForEach(kChunkPrefix, [&](std::string_view k,
+                                                             std::string_view v) {
+      r_.chunks++;
+      auto key = DecodeChunkRecordKey(k);
+      auto rec = key.ok() ? DecodeChunk(v) : Result<ChunkRecord>(key.status());
+      if (!rec.ok()) {
+        r_.bad_records++;
+        Problem("chunk record: " + rec.status().message());
+        bad.emplace_back(k);
+        return true;
+      }
+      recorded_usage_ += rec->allocated;
+      recorded_chunks_++;
+      if (drops_.count(key->version_key())) {
+        if (!repair_) Keep(*key, *rec);
+        return true;  // counted with its drop intent
+      }
+      std::string why = CheckChunk(*key, *rec);
+      if (why.empty()) {
+        Keep(*key, *rec);
+        return true;
+      }
+      if (why == "checksum mismatch") {
+        r_.bad_checksums++;
+      } else if (why.rfind("missing", 0) == 0) {
+        r_.missing_data++;
+      } else {
+        r_.bad_records++;
+      }
+      Problem(Name(*key) + ": " + why);
+      if (repair_) {
+        drop.push_back(*key);
+      } else {
+        Keep(*key, *rec);
+      }
+      return true;
+    }));
+    for (const auto& k : bad) {
+      if (repair_) Repaired(index_->DeleteRaw(k));
+    }
+    for (const ChunkKey& k : drop) DropChunk(k);
+    return Status::OK();
+  }
+
+  void Keep(const ChunkKey& key, const ChunkRecord& rec) {
+    kept_usage_ += rec.allocated;
+    kept_chunks_++;
+    uint64_t off = ChunkOffset(chunk_size_, key.index);
+    files_[key.version_key()].push_back({off, off + rec.allocated});
+    ChunkPolicyState st{rec.state, rec.insert_seq, rec.last_access};
+    expected_evict_[EvictOrderKey(EvictionPolicy::RankOf(st), key)] = key;
+  }
+
+  Status CheckEvictionKeys() {
+    std::vector<std::string> stray;
+    STOKER_RETURN_IF_ERROR(index_->ForEach(kEvictPrefix, [&](std::string_view k, auto) {
+      auto it = expected_evict_.find(std::string(k));
+      if (it != expected_evict_.end()) {
+        expected_evict_.erase(it);
+        return true;
+      }
+      auto d = DecodeEvictOrderKey(k);
+      if (d.ok() && drops_.count(d->second.version_key())) return true;
+      r_.bad_records++;
+      Problem(d.ok() ? "eviction key of " + Name(d->second) + " has no matching chunk record"
+                     : d.status().message());
+      stray.emplace_back(k);
+      return true;
+    }));
+    for (const auto& [k, key] : expected_evict_) {
+      r_.bad_records++;
+      Problem(Name(key) + ": no eviction key (it could never be evicted)");
+    }
+    if (!repair_) return Status::OK();
+    for (const auto& k : stray) Repaired(index_->DeleteRaw(k));
+    for (const auto& [k, key] : expected_evict_) {
+      auto rec = index_->GetChunk(key);
+      if (rec.ok() && *rec) {
+        kept_usage_ -= std::min(kept_usage_, (*rec)->allocated);
+        kept_chunks_--;
+      }
+      DropChunk(key);
+    }
+    return Status::OK();
+  }
+
+  // Data extents of fd not covered by any of ranges (sorted by start).
+  static std::vector<std::pair<off_t, off_t>> Uncovered(
+      int fd, std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<std::pair<off_t, off_t>> out;
+    off_t pos = 0;
+    for (;;) {
+      off_t d = ::lseek(fd, pos, SEEK_DATA);
+      if (d < 0) break;
+      off_t h = ::lseek(fd, d, SEEK_HOLE);
+      if (h <= d) break;
+      off_t cur = d;
+      for (const auto& [a, b] : ranges) {
+        if (static_cast<off_t>(b) <= cur) continue;
+        if (static_cast<off_t>(a) >= h) break;
+        if (static_cast<off_t>(a) > cur) out.emplace_back(cur, static_cast<off_t>(a));
+        cur = std::max(cur, static_cast<off_t>(b));
+        if (cur >= h) break;
+      }
+      if (cur < h) out.emplace_back(cur, h);
+      pos = h;
+    }
+    return out;
+  }
+
+  Status CheckDataFiles() {
+    std::string data = dir_ + "/data";
+    DIR* top = ::opendir(data.c_str());
+    if (!top) return errno == ENOENT ? Status::OK() : Status::FromErrno("open '" + data + "'");
+    std::vector<std::string> subs;
+    while (struct dirent* e = ::readdir(top)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") subs.push_back(n);
+    }
+    ::closedir(top);
+    for (const auto& sub : subs) CheckSubdir(data, sub);
+    return Status::OK();
+  }
+
+  void Orphan(const std::string& path, const std::string& why, bool is_dir) {
+    r_.orphan_files++;
+    Problem("orphan " + path + ": " + why);
+    if (!repair_) return;
+    if (::unlink(path.c_str()) != 0 && !(is_dir && ::rmdir(path.c_str()) == 0)) {
+      Repaired(Status::FromErrno("remove '" + path + "'"));
+    } else {
+      r_.repaired++;
+    }
+  }
+
+  void CheckSubdir(const std::string& data, const std::string& sub) {
+    std::string path = data + "/" + sub;
+    DIR* d = ::opendir(path.c_str());
+    if (!d) return Orphan(path, "not a data directory", false);
+    std::vector<std::string> names;
+    while (struct dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    for (const auto& n : names) {
+      std::string file = path + "/" + n;
+      auto v = ChunkStore::ParseFileName(n);
+      if (!v || ChunkStore::RelativePath(*v) != sub + "/" + n) {
+        Orphan(file, "not a data file name", true);
+        continue;
+      }
+      if (drops_.count(*v) && !repair_) continue;
+      auto it = files_.find(*v);
+      if (it == files_.end()) {
+        Orphan(file, "no chunk record refers to it", false);
+        continue;
+      }
+      CheckFileSpace(file, it->second);
+    }
+  }
+
+  // Space in a data file beyond its chunks' (a write whose record was lost).
+  void CheckFileSpace(const std::string& file,
+                      const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+    int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return;
+    struct stat st;
+    uint64_t covered = 0;
+    for (const auto& [a, b] : ranges) covered += b - a;
+    if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_blocks) * 512 > covered) {
+      for (const auto& [a, b] : Uncovered(fd, ranges)) {
+        r_.orphan_files++;
+        Problem("orphan data in " + file + " at [" + std::to_string(a) + ", " +
+                std::to_string(b) + ")");
+        if (repair_) Repaired(ChunkStore::Punch(fd, a, b - a));
+      }
+    }
+    ::close(fd);
+  }
+
+  Status CheckUsage() {
+    const IndexMeta& m = before_;
+    if (m.usage_bytes != recorded_usage_ || m.chunks != r_.chunks || m.objects != all_objects_) {
+      r_.usage_mismatch = true;
+      Problem("meta record says " + std::to_string(m.usage_bytes) + " bytes in " +
+              std::to_string(m.chunks) + " chunks of " + std::to_string(m.objects) +
+              " objects; the records say " + std::to_string(recorded_usage_) + " in " +
+              std::to_string(r_.chunks) + " of " + std::to_string(all_objects_));
+    }
+    if (!repair_) return Status::OK();
+    IndexMeta now = index_->meta();
+    IndexMeta fixed = now;
+    fixed.usage_bytes = kept_usage_;
+    fixed.chunks = kept_chunks_;
+    fixed.objects = kept_objects_;
+    if (!(fixed == now)) Repaired(index_->WriteMeta(fixed));
+    return Status::OK();
+  }
+
+  const std::string dir_;
+  const bool repair_;
+  ChunkIndex* const index_;
+  ChunkStore* const store_;
+  const uint64_t chunk_size_;
+  FsckReport r_;
+  std::map<VersionKey, uint64_t> sizes_;  // current versions -> object size
+  std::set<VersionKey> drops_;
+  std::map<VersionKey, std::vector<std::pair<uint64_t, uint64_t>>> files_;  // kept chunk ranges
+  std::map<std::string, ChunkKey> expected_evict_;
+  uint64_t recorded_usage_ = 0, recorded_chunks_ = 0;
+  uint64_t kept_usage_ = 0, kept_chunks_ = 0, kept_objects_ = 0, all_objects_ = 0;
+  IndexMeta before_;
+};
+
+}  // namespace
+
+Result<FsckReport> CheckCache(const std::string& dir, bool repair) {
+  STOKER_ASSIGN_OR_RETURN(auto lock, CacheDirLock::Acquire(dir, false));
+  struct stat st;
+  std::string index_path = dir + "/index";
+  if (::stat(index_path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::Invalid("'" + dir + "' is not a stoker cache directory (no index/)");
+  }
+  ChunkIndex::Options o;
+  o.path = index_path;
+  o.create_if_missing = false;
+  o.write_buffer_bytes = 4ull << 20;
+  o.block_cache_bytes = 8ull << 20;
+  STOKER_ASSIGN_OR_RETURN(auto index, ChunkIndex::Open(o));
+  STOKER_ASSIGN_OR_RETURN(auto store, ChunkStore::Open(dir + "/data", 64));
+  Fsck fsck(dir, repair, index.get(), store.get());
+  STOKER_RETURN_IF_ERROR(fsck.Run());
+  return std::move(fsck.report());
+}
+
+}  // namespace stoker

@@ -1,0 +1,106 @@
+// The binary format of the chunk index (RocksDB keys and values).
+//
+// Keys (one leading byte names the record kind; integers big-endian so that
+// RocksDB's bytewise order is numeric order):
+//   "m"                                  IndexMeta
+//   "o" path                             ObjectRecord
+//   "c" obj:8 ver:8 idx:8                ChunkRecord (the version is part of the key)
+//   "e" queue:1 order:8 obj:8 ver:8 idx:8  eviction order, empty value
+//   "w" obj:8 ver:8 idx:8                write intent: data may be in the file
+//                                        but the chunk record is not committed
+//   "d" obj:8 ver:8                      drop intent: every chunk of this
+//                                        version is to be deleted
+// Values begin with kIndexFormatVersion, then little-endian fixed-width
+// fields. A value that does not decode is a Corruption status, never a guess.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "cache/chunk.h"
+#include "cache/eviction.h"
+#include "cache/origin.h"
+#include "util/status.h"
+
+namespace stoker {
+
+inline constexpr uint8_t kIndexFormatVersion = 1;
+
+struct IndexMeta {
+  uint8_t format = kIndexFormatVersion;
+  uint64_t chunk_size = 0;
+  uint64_t next_object_id = 1;
+  uint64_t usage_bytes = 0;  // allocated bytes of committed chunks
+  uint64_t chunks = 0;
+  uint64_t objects = 0;
+  uint64_t clock = 0;  // eviction access clock; insert seqs and last accesses come from it
+  bool operator==(const IndexMeta&) const = default;
+};
+
+// What a stat of the cached version says beyond its identity, so that an open
+// served from the index alone can still answer with the file's attributes.
+struct ObjectAttrs {
+  uint32_t mode = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t nlink = 0;
+  int64_t atime_ns = 0;
+  bool operator==(const ObjectAttrs&) const = default;
+};
+
+struct ObjectRecord {
+  uint64_t object_id = 0;
+  uint64_t version = 0;
+  OriginIdentity identity;
+  ObjectAttrs attrs;
+  int64_t validated_ns = 0;  // wall clock of the last identity check
+  bool operator==(const ObjectRecord&) const = default;
+};
+
+struct ChunkRecord {
+  uint32_t len = 0;
+  uint64_t xxh3 = 0;
+  uint64_t allocated = 0;
+  uint64_t insert_seq = 0;
+  HitState state = HitState::kProbationary;
+  uint64_t last_access = 0;
+  bool operator==(const ChunkRecord&) const = default;
+};
+
+// Keys.
+inline constexpr char kMetaKey[] = "m";
+inline constexpr char kObjectPrefix = 'o';
+inline constexpr char kChunkPrefix = 'c';
+inline constexpr char kEvictPrefix = 'e';
+inline constexpr char kIntentPrefix = 'w';
+inline constexpr char kDropPrefix = 'd';
+
+std::string ObjectKey(std::string_view path);
+std::string ChunkRecordKey(const ChunkKey& key);
+std::string VersionChunkPrefix(const VersionKey& v);  // prefix of its chunk records
+std::string EvictOrderKey(const EvictionRank& rank, const ChunkKey& key);
+std::string EvictQueuePrefix(uint8_t queue);
+std::string IntentKey(const ChunkKey& key);
+std::string DropKey(const VersionKey& v);
+
+// Decoding keys: Corruption if key is not of that kind or has the wrong size.
+Result<std::string> DecodeObjectKey(std::string_view key);
+Result<ChunkKey> DecodeChunkRecordKey(std::string_view key);
+Result<std::pair<EvictionRank, ChunkKey>> DecodeEvictOrderKey(std::string_view key);
+Result<ChunkKey> DecodeIntentKey(std::string_view key);
+Result<VersionKey> DecodeDropKey(std::string_view key);
+
+// Values.
+std::string EncodeMeta(const IndexMeta& m);
+Result<IndexMeta> DecodeMeta(std::string_view v);
+std::string EncodeObject(const ObjectRecord& r);
+Result<ObjectRecord> DecodeObject(std::string_view v);
+std::string EncodeChunk(const ChunkRecord& r);
+Result<ChunkRecord> DecodeChunk(std::string_view v);
+// Intents carry only the format byte.
+std::string EncodeIntent();
+Status DecodeIntent(std::string_view v);
+
+}  // namespace stoker

@@ -1,0 +1,88 @@
+// Index encoding: round trips, key order, and that malformed or foreign
+// records are Corruption, never guesses.
+#include "cache/index_format.h"
+
+#include <gtest/gtest.h>
+
+namespace stoker {
+namespace {
+
+ObjectRecord SampleObject() {
+  ObjectRecord o;
+  o.object_id = 7;
+  o.version = 3;
+  o.identity = {12345, -5, 1700000000123456789, 99, 2049, "etag-1"};
+  o.attrs = {0100644, 1000, 1000, 2, 42};
+  o.validated_ns = 1700000001000000000;
+  return o;
+}
+
+TEST(IndexFormatTest, ValuesRoundTrip) {
+  IndexMeta m{kIndexFormatVersion, 1 << 20, 17, 4096 * 9, 9, 3, 12345};
+  EXPECT_EQ(DecodeMeta(EncodeMeta(m)).value(), m);
+  ObjectRecord o = SampleObject();
+  EXPECT_EQ(DecodeObject(EncodeObject(o)).value(), o);
+  ChunkRecord c{1000, 0xdeadbeefcafef00dULL, 4096, 77, HitState::kProtected, 80};
+  EXPECT_EQ(DecodeChunk(EncodeChunk(c)).value(), c);
+  EXPECT_TRUE(DecodeIntent(EncodeIntent()).ok());
+}
+
+TEST(IndexFormatTest, KeysRoundTripAndSortNumerically) {
+  ChunkKey k{1ull << 40, 2, 300};
+  EXPECT_EQ(DecodeChunkRecordKey(ChunkRecordKey(k)).value(), k);
+  EXPECT_EQ(DecodeIntentKey(IntentKey(k)).value(), k);
+  EXPECT_EQ(DecodeDropKey(DropKey(k.version_key())).value(), k.version_key());
+  EXPECT_EQ(DecodeObjectKey(ObjectKey("a/b c")).value(), "a/b c");
+  auto e = DecodeEvictOrderKey(EvictOrderKey({1, 99}, k)).value();
+  EXPECT_EQ(e.first, (EvictionRank{1, 99}));
+  EXPECT_EQ(e.second, k);
+
+  // Chunk 255 sorts before chunk 256 (big-endian), and a version's chunks
+  // share its prefix and nothing else does.
+  EXPECT_LT(ChunkRecordKey({1, 1, 255}), ChunkRecordKey({1, 1, 256}));
+  EXPECT_LT(ChunkRecordKey({1, 1, UINT64_MAX}), ChunkRecordKey({1, 2, 0}));
+  std::string p = VersionChunkPrefix({1, 1});
+  EXPECT_EQ(ChunkRecordKey({1, 1, 9}).rfind(p, 0), 0u);
+  EXPECT_NE(ChunkRecordKey({1, 2, 9}).rfind(p, 0), 0u);
+  EXPECT_LT(EvictOrderKey({0, UINT64_MAX}, k), EvictOrderKey({1, 0}, k));
+  EXPECT_LT(EvictOrderKey({1, 5}, {9, 9, 9}), EvictOrderKey({1, 6}, {1, 1, 1}));
+  EXPECT_LT(EvictOrderKey({1, UINT64_MAX}, k), EvictQueuePrefix(2));
+}
+
+TEST(IndexFormatTest, TruncatedOrExtendedValuesAreCorruption) {
+  std::string v = EncodeChunk(ChunkRecord{10, 1, 4096, 1, HitState::kProbationary, 1});
+  for (size_t n = 0; n < v.size(); ++n) {
+    auto r = DecodeChunk(v.substr(0, n));
+    ASSERT_FALSE(r.ok()) << n;
+    EXPECT_EQ(r.status().code(), EBADMSG);
+  }
+  EXPECT_FALSE(DecodeChunk(v + "x").ok());
+  std::string o = EncodeObject(SampleObject());
+  EXPECT_FALSE(DecodeObject(o.substr(0, o.size() - 1)).ok());
+  EXPECT_FALSE(DecodeMeta("").ok());
+}
+
+TEST(IndexFormatTest, ForeignFormatVersionIsCorruption) {
+  std::string v = EncodeMeta(IndexMeta{});
+  v[0] = static_cast<char>(kIndexFormatVersion + 1);
+  auto r = DecodeMeta(v);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("format version"), std::string::npos);
+}
+
+TEST(IndexFormatTest, ImpossibleFieldsAreCorruption) {
+  EXPECT_FALSE(DecodeChunk(EncodeChunk(ChunkRecord{0, 1, 4096, 1})).ok());      // empty chunk
+  EXPECT_FALSE(DecodeChunk(EncodeChunk(ChunkRecord{8192, 1, 4096, 1})).ok());   // alloc < len
+  std::string v = EncodeChunk(ChunkRecord{10, 1, 4096, 1});
+  v[1 + 4 + 8 + 8 + 8] = 7;  // hit state
+  EXPECT_FALSE(DecodeChunk(v).ok());
+  ObjectRecord o = SampleObject();
+  o.version = 0;
+  EXPECT_FALSE(DecodeObject(EncodeObject(o)).ok());
+  EXPECT_FALSE(DecodeChunkRecordKey("c123").ok());
+  EXPECT_FALSE(DecodeChunkRecordKey(IntentKey({1, 1, 1})).ok());  // wrong kind
+  EXPECT_FALSE(DecodeDropKey("d").ok());
+}
+
+}  // namespace
+}  // namespace stoker

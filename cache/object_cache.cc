@@ -1,0 +1,426 @@
+// ObjectCache: opening a cache directory, revalidating opens, stats.
+#include <sys/resource.h>
+
+#include <ctime>
+#include <filesystem>
+#include <functional>
+
+#include "cache/object_cache_impl.h"
+#include "util/log.h"
+
+namespace stoker {
+namespace {
+
+int64_t RealtimeNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+ObjectAttrs AttrsOf(const struct stat& st) {
+  ObjectAttrs a;
+  a.mode = st.st_mode;
+  a.uid = st.st_uid;
+  a.gid = st.st_gid;
+  a.nlink = st.st_nlink;
+  a.atime_ns = static_cast<int64_t>(st.st_atim.tv_sec) * 1000000000 + st.st_atim.tv_nsec;
+  return a;
+}
+
+struct timespec ToTimespec(int64_t ns) {
+  struct timespec ts;
+  ts.tv_sec = static_cast<time_t>(ns / 1000000000);
+  ts.tv_nsec = static_cast<long>(ns % 1000000000);
+  if (ts.tv_nsec < 0) {
+    ts.tv_nsec += 1000000000;
+    ts.tv_sec -= 1;
+  }
+  return ts;
+}
+
+Status ValidateOptions(const CacheOptions& o) {
+  if (o.dir.empty()) return Status::Invalid("cache dir not given");
+  if (o.chunk_size < kBlockSize || o.chunk_size % kBlockSize != 0 || o.chunk_size > (64u << 20)) {
+    return Status::Invalid("chunk size " + std::to_string(o.chunk_size) +
+                           " must be a multiple of 4096 between 4 KiB and 64 MiB");
+  }
+  if (o.capacity_bytes < 4 * o.chunk_size) {
+    return Status::Invalid("cache size " + std::to_string(o.capacity_bytes) +
+                           " is smaller than 4 chunks of " + std::to_string(o.chunk_size));
+  }
+  if (!(o.low_watermark > 0 && o.low_watermark <= o.high_watermark && o.high_watermark <= 1)) {
+    return Status::Invalid("watermarks must satisfy 0 < low <= high <= 1");
+  }
+  return Status::OK();
+}
+
+// A fresh start: the index and every data file go.
+Status Wipe(const std::string& dir) {
+  for (const char* sub : {"/index", "/data"}) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir + sub, ec);
+    if (ec) return Status::Error(ec.value(), "wipe '" + dir + sub + "': " + ec.message());
+  }
+  return Status::OK();
+}
+
+size_t DescriptorBudget() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 4096;
+  size_t n = static_cast<size_t>(rl.rlim_cur) / 4;
+  return n < 64 ? 64 : (n > 4096 ? 4096 : n);
+}
+
+}  // namespace
+
+ReadReply::~ReadReply() = default;
+
+size_t ReadReply::size() const {
+  size_t n = 0;
+  for (const auto& s : segments_) n += s.len;
+  return n;
+}
+
+Result<OriginFile*> OriginHandle::Get() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!file_) {
+    STOKER_ASSIGN_OR_RETURN(file_, origin_->Open(path_));
+  }
+  return file_.get();
+}
+
+Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& options,
+                                                       std::shared_ptr<Origin> origin) {
+  STOKER_RETURN_IF_ERROR(ValidateOptions(options));
+  ObjectCacheImpl::Parts p;
+  p.options = options;
+  p.origin = std::move(origin);
+  STOKER_ASSIGN_OR_RETURN(p.lock, CacheDirLock::Acquire(options.dir, true));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(options.io_backend));
+  p.io = std::move(io);
+
+  ChunkIndex::Options io_opts;
+  io_opts.path = options.dir + "/index";
+  io_opts.chunk_size_if_new = options.chunk_size;
+  // A small cache must not spend its bound on memtables and WAL.
+  io_opts.write_buffer_bytes =
+      std::clamp<uint64_t>(options.capacity_bytes / 64, 256ull << 10, 16ull << 20);
+  p.index_headroom = io_opts.write_buffer_bytes;
+  auto index = ChunkIndex::Open(io_opts);
+  if (!index.ok() && index.status().code() == EBADMSG) {
+    LOG_WARN("cache index in '{}' is unreadable ({}); starting a fresh cache", options.dir,
+             index.status().message());
+    STOKER_RETURN_IF_ERROR(Wipe(options.dir));
+    index = ChunkIndex::Open(io_opts);
+  } else if (index.ok() && index.value()->meta().chunk_size != options.chunk_size) {
+    LOG_WARN("cache in '{}' was made with chunk size {}, this mount uses {}; starting fresh",
+             options.dir, index.value()->meta().chunk_size, options.chunk_size);
+    index.value().reset();
+    STOKER_RETURN_IF_ERROR(Wipe(options.dir));
+    index = ChunkIndex::Open(io_opts);
+  }
+  if (!index.ok()) return index.status();
+  p.index = std::move(index).value();
+  STOKER_ASSIGN_OR_RETURN(p.store, ChunkStore::Open(options.dir + "/data", DescriptorBudget()));
+
+  auto impl = std::make_unique<ObjectCacheImpl>(std::move(p));
+  STOKER_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<ObjectCache>(std::move(impl));
+}
+
+ObjectCacheImpl::ObjectCacheImpl(Parts p)
+    : options_(p.options),
+      origin_(std::move(p.origin)),
+      lock_(std::move(p.lock)),
+      io_(std::move(p.io)),
+      index_(std::move(p.index)),
+      store_(std::move(p.store)),
+      index_path_(options_.dir + "/index"),
+      chunk_size_(options_.chunk_size),
+      index_headroom_(p.index_headroom),
+      quota_(options_.capacity_bytes, options_.high_watermark, options_.low_watermark) {
+  quota_.SetCommitted(index_->meta().usage_bytes);
+  MeasureIndex();
+}
+
+void ObjectCacheImpl::MeasureIndex() {
+  uint64_t written = index_->bytes_written();
+  uint64_t bytes = ChunkIndex::DiskBytes(index_path_);
+  struct stat st;
+  if (::stat((options_.dir + "/lock").c_str(), &st) == 0) {
+    bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  {
+    std::lock_guard<std::mutex> l(index_size_mu_);
+    index_measured_ = bytes;
+    index_written_at_ = written;
+  }
+  RefreshIndexBytes();
+}
+
+uint64_t ObjectCacheImpl::IndexBytesNow() {
+  std::lock_guard<std::mutex> l(index_size_mu_);
+  return index_measured_ + (index_->bytes_written() - index_written_at_);
+}
+
+void ObjectCacheImpl::RefreshIndexBytes() { quota_.SetIndexBytes(IndexBytesNow() + index_headroom_); }
+
+Status ObjectCacheImpl::Start() {
+  STOKER_RETURN_IF_ERROR(ReclaimIntents());
+  STOKER_RETURN_IF_ERROR(index_->ForEach(kDropPrefix, [&](std::string_view k, auto) {
+    auto v = DecodeDropKey(k);
+    if (v.ok()) QueueDrop(*v);
+    return true;
+  }));
+  pool_ = std::make_unique<WorkerPool>(options_.fetch_threads, 64);
+  evictor_ = std::thread([this] { EvictorLoop(); });
+  warmer_ = std::thread([this] { WarmLoop(); });
+  IndexMeta m = index_->meta();
+  LOG_INFO("cache '{}': {} objects, {} chunks, {} bytes of {} ({} I/O)", options_.dir, m.objects,
+           m.chunks, m.usage_bytes, options_.capacity_bytes, io_->Name());
+  return Status::OK();
+}
+
+ObjectCacheImpl::~ObjectCacheImpl() {
+  {
+    std::lock_guard<std::mutex> l(warm_mu_);
+    warm_stop_ = true;
+  }
+  warm_cv_.notify_all();
+  if (pool_) pool_->Stop();
+  if (warmer_.joinable()) warmer_.join();
+  {
+    std::lock_guard<std::mutex> l(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (evictor_.joinable()) evictor_.join();
+}
+
+// A crashed predecessor may have written data whose record never committed:
+// punch it out. The intents name every such range, so data/ is not scanned.
+Status ObjectCacheImpl::ReclaimIntents() {
+  std::vector<std::string> bad;
+  std::vector<ChunkKey> intents;
+  STOKER_RETURN_IF_ERROR(index_->ForEach(kIntentPrefix, [&](std::string_view k, auto) {
+    auto key = DecodeIntentKey(k);
+    if (key.ok()) {
+      intents.push_back(*key);
+    } else {
+      bad.emplace_back(k);
+    }
+    return true;
+  }));
+  for (const auto& k : bad) STOKER_RETURN_IF_ERROR(index_->DeleteRaw(k));
+  for (const ChunkKey& key : intents) {
+    STOKER_ASSIGN_OR_RETURN(auto rec, index_->GetChunk(key));
+    if (!rec) {
+      auto file = store_->Get(key.version_key(), false);
+      if (file.ok()) {
+        Status s = ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
+        if (!s.ok()) LOG_WARN("reclaiming an interrupted chunk write: {}", s.message());
+      }
+    }
+    STOKER_RETURN_IF_ERROR(index_->DeleteIntent(key));
+    VersionKey v = key.version_key();
+    STOKER_RETURN_IF_ERROR(
+        store_->UnlinkIfIdle(v, [&]() -> Result<bool> {
+                 STOKER_ASSIGN_OR_RETURN(bool has, index_->HasChunks(v));
+                 return !has;
+               }).status());
+  }
+  if (!intents.empty()) LOG_INFO("reclaimed {} interrupted chunk writes", intents.size());
+  return Status::OK();
+}
+
+std::shared_ptr<ObjectVersion> ObjectCacheImpl::MakeVersion(const std::string& path,
+                                                            const ObjectRecord& rec) {
+  auto v = std::make_shared<ObjectVersion>();
+  v->path = path;
+  v->key = {rec.object_id, rec.version};
+  v->identity = rec.identity;
+  v->chunks = ChunkCount(rec.identity.size, chunk_size_);
+  struct stat& st = v->st;
+  st.st_mode = rec.attrs.mode;
+  st.st_uid = rec.attrs.uid;
+  st.st_gid = rec.attrs.gid;
+  st.st_nlink = rec.attrs.nlink;
+  st.st_size = static_cast<off_t>(rec.identity.size);
+  st.st_ino = rec.identity.ino;
+  st.st_dev = rec.identity.dev;
+  st.st_blksize = 4096;
+  st.st_blocks = static_cast<blkcnt_t>((rec.identity.size + 511) / 512);
+  st.st_atim = ToTimespec(rec.attrs.atime_ns);
+  st.st_mtim = ToTimespec(rec.identity.mtime_ns);
+  st.st_ctim = ToTimespec(rec.identity.ctime_ns);
+  return v;
+}
+
+void ObjectCacheImpl::Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key) {
+  if (v) v->superseded = true;
+  QueueDrop(key);
+}
+
+Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool force) {
+  std::lock_guard<std::mutex> stripe(
+      open_stripes_[std::hash<std::string>()(path) % open_stripes_.size()]);
+  const int64_t now = RealtimeNs();
+  const int64_t window = static_cast<int64_t>(options_.revalidate_seconds) * 1000000000;
+  auto fresh = [&](int64_t validated) {
+    return window > 0 && now >= validated && now - validated < window;
+  };
+  auto fail = [&](Status s) -> Result<Opened> {
+    counters_.errors++;
+    return s;
+  };
+
+  std::optional<ObjectEntry> entry;
+  {
+    std::lock_guard<std::mutex> l(objects_mu_);
+    auto it = objects_.find(path);
+    if (it != objects_.end()) entry = it->second;
+  }
+  bool changed = false;
+  auto finish = [&]() -> Result<Opened> {
+    Opened o;
+    o.keep_cache = !changed && entry->seen;
+    o.changed = changed;
+    o.st = entry->version->st;
+    o.file = std::make_shared<OpenFileState>(entry->version,
+                                             std::make_shared<OriginHandle>(origin_, path));
+    entry->seen = true;
+    std::lock_guard<std::mutex> l(objects_mu_);
+    objects_[path] = *entry;
+    return o;
+  };
+  if (entry && !force && fresh(entry->rec.validated_ns) && !entry->version->changed_at_origin) {
+    return finish();
+  }
+
+  std::optional<ObjectRecord> known;
+  if (entry) {
+    known = entry->rec;
+  } else {
+    auto r = index_->GetObject(path);
+    if (r.ok()) {
+      known = *r;
+    } else if (r.status().code() == EBADMSG) {
+      // Its chunks become unreachable and leave through eviction.
+      LOG_WARN("dropping undecodable index record of '{}': {}", path, r.status().message());
+      (void)index_->DeleteRaw(ObjectKey(path));
+    } else {
+      return fail(r.status());
+    }
+    if (known && !force && fresh(known->validated_ns)) {
+      entry = ObjectEntry{*known, MakeVersion(path, *known), false};
+      return finish();
+    }
+  }
+
+  counters_.revalidations++;
+  auto st = origin_->Stat(path);
+  if (!st.ok()) {
+    int code = st.status().code();
+    bool unavailable = IsOriginUnavailable(code);
+    if (unavailable) counters_.origin_errors++;
+    if (unavailable && known) {
+      LOG_WARN("origin unreachable for '{}' ({}); serving the cached version", path,
+               st.status().message());
+      if (!entry) entry = ObjectEntry{*known, MakeVersion(path, *known), false};
+      return finish();
+    }
+    if (code == ENOENT && known) {
+      VersionKey old{known->object_id, known->version};
+      Status s = index_->DeleteObject(path, old);
+      if (!s.ok()) LOG_WARN("forgetting deleted '{}': {}", path, s.message());
+      Supersede(entry ? entry->version : nullptr, old);
+      std::lock_guard<std::mutex> l(objects_mu_);
+      objects_.erase(path);
+    }
+    return fail(st.status());
+  }
+  if (!S_ISREG(st->st_mode)) {
+    int code = S_ISDIR(st->st_mode) ? EISDIR : (S_ISLNK(st->st_mode) ? ELOOP : EINVAL);
+    return fail(Status::Error(code, "origin '" + path + "' is not a regular file"));
+  }
+
+  OriginIdentity id = IdentityFromStat(*st);
+  ObjectRecord rec;
+  rec.identity = id;
+  rec.attrs = AttrsOf(*st);
+  rec.validated_ns = now;
+  if (known && known->identity == id) {
+    rec.object_id = known->object_id;
+    rec.version = known->version;
+    Status s = index_->UpdateObject(path, rec);
+    if (!s.ok()) LOG_WARN("recording revalidation of '{}': {}", path, s.message());
+    if (entry) {
+      entry->rec = rec;
+      entry->version->changed_at_origin = false;
+    } else {
+      entry = ObjectEntry{rec, MakeVersion(path, rec), false};
+    }
+  } else if (known) {
+    VersionKey old{known->object_id, known->version};
+    rec.object_id = known->object_id;
+    rec.version = known->version + 1;
+    Status s = index_->ReplaceObject(path, rec, old);
+    if (!s.ok()) return fail(s);
+    counters_.origin_changes++;
+    LOG_INFO("origin file '{}' changed; caching version {}", path, rec.version);
+    Supersede(entry ? entry->version : nullptr, old);
+    entry = ObjectEntry{rec, MakeVersion(path, rec), false};
+    changed = true;
+  } else {
+    rec.version = 1;
+    auto created = index_->CreateObject(path, rec);
+    if (!created.ok()) return fail(created.status());
+    entry = ObjectEntry{*created, MakeVersion(path, *created), false};
+  }
+  return finish();
+}
+
+nlohmann::json ObjectCacheImpl::Stats() {
+  nlohmann::json j;
+  const CacheCounters& c = counters_;
+#define STOKER_COUNTER(name) j[#name] = c.name.load();
+  STOKER_COUNTER(bytes_read)
+  STOKER_COUNTER(cache_hit_bytes)
+  STOKER_COUNTER(origin_bytes_read)
+  STOKER_COUNTER(origin_reads)
+  STOKER_COUNTER(chunks_fetched)
+  STOKER_COUNTER(chunks_written)
+  STOKER_COUNTER(chunks_not_cached)
+  STOKER_COUNTER(evicted_bytes)
+  STOKER_COUNTER(evicted_chunks)
+  STOKER_COUNTER(revalidations)
+  STOKER_COUNTER(origin_changes)
+  STOKER_COUNTER(checksum_failures)
+  STOKER_COUNTER(origin_errors)
+  STOKER_COUNTER(errors)
+  STOKER_COUNTER(collapsed_misses)
+  STOKER_COUNTER(prefetched_chunks)
+  STOKER_COUNTER(warm_files_queued)
+  STOKER_COUNTER(warm_files_done)
+  STOKER_COUNTER(warm_bytes)
+#undef STOKER_COUNTER
+  IndexMeta m = index_->meta();
+  uint64_t index_bytes = IndexBytesNow();
+  j["cache_used_bytes"] = quota_.committed() + index_bytes;
+  j["chunk_bytes"] = quota_.committed();
+  j["index_bytes"] = index_bytes;
+  j["index_headroom_bytes"] = index_headroom_;
+  j["cache_capacity_bytes"] = options_.capacity_bytes;
+  j["objects"] = m.objects;
+  j["chunks"] = m.chunks;
+  j["chunk_size"] = chunk_size_;
+  j["pending_drops"] = drops_pending_.load();
+  j["io_backend"] = io_->Name();
+  j["origin"] = origin_->Describe();
+  j["cache_dir"] = options_.dir;
+  uint64_t read = c.bytes_read.load();
+  j["hit_ratio"] = read ? static_cast<double>(c.cache_hit_bytes.load()) / read : 0.0;
+  return j;
+}
+
+}  // namespace stoker

@@ -1,0 +1,241 @@
+// ObjectCacheImpl: the ObjectCache of cache/object_cache.h, assembled from a
+// ChunkIndex, a ChunkStore, ResidentChunks, an EvictionPolicy + Quota, a
+// Fetcher and a WorkerPool. Private to cache/.
+//
+// Files: object_cache.cc (open, revalidation, stats), cache_read.cc (reads,
+// fetch, store, prefetch), cache_background.cc (evictor, hit flush, drops,
+// warm).
+//
+// Threads: FUSE threads call Open/Read; the pool fetches for prefetch and
+// warm; one evictor thread evicts, flushes batched hits, drops old versions
+// and re-measures the index; one warm thread walks directories.
+//
+// Lock order (outer first): open stripe -> objects_mu_ ; hits_mu_, bg_mu_,
+// warm_mu_ and the locks inside components are leaves.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "cache/cache_dir_lock.h"
+#include "cache/chunk.h"
+#include "cache/chunk_index.h"
+#include "cache/chunk_store.h"
+#include "cache/eviction.h"
+#include "cache/fetcher.h"
+#include "cache/io_backend.h"
+#include "cache/object_cache.h"
+#include "cache/resident_chunks.h"
+#include "cache/worker_pool.h"
+
+namespace stoker {
+
+// One cached version of one path, shared by every open of it.
+struct ObjectVersion {
+  std::string path;
+  VersionKey key;
+  OriginIdentity identity;
+  struct stat st {};
+  uint64_t chunks = 0;
+  // A newer version replaced this one (or the path is gone): its chunks are
+  // being dropped and must be neither served nor written.
+  std::atomic<bool> superseded{false};
+  // A read saw the origin file change under this version: the next open
+  // revalidates whatever the revalidation interval says.
+  mutable std::atomic<bool> changed_at_origin{false};
+};
+
+// The origin file behind one OpenFileState, opened on first miss.
+class OriginHandle {
+ public:
+  OriginHandle(std::shared_ptr<Origin> origin, std::string path)
+      : origin_(std::move(origin)), path_(std::move(path)) {}
+  // Failures are not remembered: an origin that comes back is used again.
+  Result<OriginFile*> Get();
+
+ private:
+  const std::shared_ptr<Origin> origin_;
+  const std::string path_;
+  std::mutex mu_;
+  std::unique_ptr<OriginFile> file_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace stoker
+
+namespace stoker {
+
+// What a ReadReply holds on to: chunk pins (so eviction cannot punch its fd
+// ranges), the data file, and fetched buffers.
+struct PinKeepalive : ReadReply::Keepalive {
+  std::shared_ptr<ResidentChunks> resident;
+  std::vector<ChunkKey> pins;
+  std::shared_ptr<DataFile> file;
+  std::vector<ChunkBytes> buffers;
+  ~PinKeepalive() override {
+    for (const auto& k : pins) resident->Unpin(k);
+  }
+};
+
+// Chunks and bytes a fetch read from the origin itself (not waited for).
+struct FetchTally {
+  uint64_t chunks = 0;
+  uint64_t bytes = 0;
+};
+
+class OpenFileState {
+ public:
+  OpenFileState(std::shared_ptr<ObjectVersion> v, std::shared_ptr<OriginHandle> o)
+      : version(std::move(v)), origin(std::move(o)) {}
+  const std::shared_ptr<ObjectVersion> version;
+  const std::shared_ptr<OriginHandle> origin;
+
+  // Sequential detection.
+  std::mutex mu;
+  uint64_t next_off = 0;          // GUARDED_BY(mu): where the last read ended
+  uint64_t prefetched_until = 0;  // GUARDED_BY(mu): chunk index, exclusive
+};
+
+class ObjectCacheImpl final : public ObjectCache {
+ public:
+  struct Parts {
+    CacheOptions options;
+    std::shared_ptr<Origin> origin;
+    std::unique_ptr<CacheDirLock> lock;
+    std::shared_ptr<IoBackend> io;
+    std::unique_ptr<ChunkIndex> index;
+    std::unique_ptr<ChunkStore> store;
+    // Index growth the quota keeps room for between measurements (a memtable
+    // flush writes an SST before its WAL goes).
+    uint64_t index_headroom = 0;
+  };
+  explicit ObjectCacheImpl(Parts parts);
+  ~ObjectCacheImpl() override;
+
+  // Reclaims write intents, queues drop intents, starts the threads.
+  Status Start();
+
+  Result<Opened> Open(const std::string& path, bool force_revalidate) override;
+  Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) override;
+  Status Warm(const std::string& path) override;
+  nlohmann::json Stats() override;
+  CacheCounters& counters() override { return counters_; }
+
+ private:
+  struct ObjectEntry {
+    ObjectRecord rec;
+    std::shared_ptr<ObjectVersion> version;
+    bool seen = false;  // an Open of this version returned to fs/ in this process
+  };
+
+  // object_cache.cc
+  // Re-measures the index's files (and the lock file) on disk.
+  void MeasureIndex();
+  // Tells the quota: last measurement + WAL growth since + headroom.
+  void RefreshIndexBytes();
+  uint64_t IndexBytesNow();
+  std::shared_ptr<ObjectVersion> MakeVersion(const std::string& path, const ObjectRecord& rec);
+  void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
+  Status ReclaimIntents();
+
+  // cache_read.cc
+  // Fetches the listed chunks (ascending, not present) and stores them;
+  // (*out)[i] is chunk idx[i]'s bytes.
+  Status FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
+                     const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
+                     FetchTally* tally);
+  Result<std::vector<ChunkBytes>> ReadRun(const ObjectVersion& v, OriginHandle& origin,
+                                          uint64_t first, uint64_t n);
+  // The chunk's bytes if it is in the store with a matching checksum.
+  std::optional<ChunkBytes> LoadStored(const ObjectVersion& v, uint64_t idx);
+  void StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx, const ChunkBytes& bytes);
+  bool FreeSpaceLow(uint64_t need);
+  // Present (in the index or verified here)?
+  bool IsCached(const ChunkKey& key);
+  // Drops a chunk found corrupt or without data (takes its latch).
+  void DropBadChunk(const ChunkKey& key);
+  void MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end, uint64_t last_chunk);
+  void PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
+                     const std::shared_ptr<OriginHandle>& origin, uint64_t first,
+                     uint64_t end);
+  // Fetches whatever is missing of chunks [first, end).
+  Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
+                   uint64_t first, uint64_t end, FetchTally* tally);
+
+  // cache_background.cc
+  void RecordHit(const ChunkKey& key);
+  void RecordInsert(const ChunkKey& key);
+  void KickEvictor();
+  void QueueDrop(const VersionKey& v);
+  void EvictorLoop();
+  void FlushHits();
+  void ProcessDrops();
+  void EvictToLow();
+  void WarmLoop();
+  void WarmFile(const std::string& path);
+
+  const CacheOptions options_;
+  const std::shared_ptr<Origin> origin_;
+  const std::unique_ptr<CacheDirLock> lock_;
+  const std::shared_ptr<IoBackend> io_;
+  const std::unique_ptr<ChunkIndex> index_;
+  const std::unique_ptr<ChunkStore> store_;
+  const std::string index_path_;
+  const uint64_t chunk_size_;
+  const uint64_t index_headroom_;
+  std::mutex index_size_mu_;
+  uint64_t index_measured_ = 0;    // GUARDED_BY(index_size_mu_)
+  uint64_t index_written_at_ = 0;  // GUARDED_BY(index_size_mu_)
+  const EvictionPolicy policy_;
+  Quota quota_;
+  const std::shared_ptr<ResidentChunks> resident_ = std::make_shared<ResidentChunks>();
+  Fetcher fetcher_;
+  CacheCounters counters_;
+
+  // Open: one stripe per path hash, so opens of different files revalidate
+  // in parallel and two opens of one file do not race.
+  std::array<std::mutex, 64> open_stripes_;
+  std::mutex objects_mu_;
+  std::unordered_map<std::string, ObjectEntry> objects_;  // GUARDED_BY(objects_mu_)
+
+  // Batched access records (see RecordHit).
+  std::mutex hits_mu_;
+  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> pending_hits_;  // GUARDED_BY(hits_mu_)
+  // Chunks inserted in this and the previous flush window: a hit on them is
+  // the same access that inserted them, not a later one.
+  std::unordered_set<ChunkKey, ChunkKeyHash> inserted_now_;   // GUARDED_BY(hits_mu_)
+  std::unordered_set<ChunkKey, ChunkKeyHash> inserted_prev_;  // GUARDED_BY(hits_mu_)
+
+  // Evictor.
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool bg_stop_ = false;                // GUARDED_BY(bg_mu_)
+  bool bg_kicked_ = false;              // GUARDED_BY(bg_mu_)
+  std::deque<VersionKey> drops_;        // GUARDED_BY(bg_mu_)
+  std::atomic<uint64_t> drops_pending_{0};
+  std::thread evictor_;
+
+  // Warm.
+  std::mutex warm_mu_;
+  std::condition_variable warm_cv_;
+  bool warm_stop_ = false;              // GUARDED_BY(warm_mu_)
+  std::deque<std::string> warm_queue_;  // GUARDED_BY(warm_mu_)
+  std::thread warmer_;
+
+  std::atomic<bool> logged_no_space_{false};
+  // Declared last: destroyed (stopped) first.
+  std::unique_ptr<WorkerPool> pool_;
+};
+
+}  // namespace stoker

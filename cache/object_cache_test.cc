@@ -1,0 +1,465 @@
+// ObjectCache end to end over a real LocalOrigin in a temp dir: bytes,
+// persistence, corruption, revalidation, unreachable origins, capacity,
+// pins, collapsing, prefetch and warm.
+#include "cache/object_cache.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <thread>
+
+#include "cache/cache_test_util.h"
+#include "cache/chunk_index.h"
+#include "cache/local_origin.h"
+#include "cache/object_cache_test_origin.h"
+
+namespace stoker {
+namespace {
+
+using testing::Materialize;
+using testing::Pattern;
+using testing::ScratchDir;
+using testing::WriteFile;
+
+constexpr uint64_t kCs = 64 << 10;
+
+// Waits for something the background threads do; the bound only keeps a
+// broken build from hanging, it is not a speed requirement.
+bool Eventually(const std::function<bool()>& pred) {
+  for (int i = 0; i < 6000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+class ObjectCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto io = MakeIoBackend(IoBackendKind::kSyscall);
+    ASSERT_TRUE(io.ok());
+    auto local = LocalOrigin::Create(origin_dir_.path(), std::shared_ptr<IoBackend>(std::move(*io)));
+    ASSERT_TRUE(local.ok()) << local.status().message();
+    origin_ = std::make_shared<testing::ControlledOrigin>(*local);
+    options_.dir = cache_dir_.Sub("cache");
+    options_.chunk_size = kCs;
+    options_.capacity_bytes = 64 << 20;
+    options_.prefetch_bytes = 0;
+    options_.fetch_threads = 2;
+  }
+
+  std::unique_ptr<ObjectCache> OpenCache() {
+    auto c = ObjectCache::Open(options_, origin_);
+    STOKER_CHECK(c.ok(), c.status().message().c_str());
+    return std::move(c).value();
+  }
+
+  void Put(const std::string& name, const std::string& data) {
+    WriteFile(origin_dir_.Sub(name), data);
+  }
+
+  static std::string ReadRange(ObjectCache& c, const ObjectCache::Opened& o, uint64_t off,
+                               size_t len, Status* status = nullptr) {
+    ReadReply r;
+    Status s = c.Read(*o.file, off, len, &r);
+    if (status) *status = s;
+    EXPECT_TRUE(s.ok() || status) << s.message();
+    return s.ok() ? Materialize(r) : std::string();
+  }
+
+  static std::string ReadAll(ObjectCache& c, const std::string& path, Status* status = nullptr) {
+    auto o = c.Open(path, false);
+    if (!o.ok()) {
+      if (status) *status = o.status();
+      EXPECT_TRUE(status) << o.status().message();
+      return "";
+    }
+    std::string out;
+    for (uint64_t off = 0;; off += 100000) {
+      std::string part = ReadRange(c, *o, off, 100000, status);
+      if (part.empty()) break;
+      out += part;
+    }
+    return out;
+  }
+
+  std::string DataFile(uint64_t object_id, uint64_t version) const {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "/data/%02x/%lu-%lu", static_cast<unsigned>(object_id & 0xff),
+                  static_cast<unsigned long>(object_id), static_cast<unsigned long>(version));
+    return options_.dir + buf;
+  }
+
+  ScratchDir origin_dir_{"origin"};
+  ScratchDir cache_dir_{"cachedir"};
+  std::shared_ptr<testing::ControlledOrigin> origin_;
+  CacheOptions options_;
+};
+
+TEST_F(ObjectCacheTest, ReadsMatchTheOriginAroundChunkBoundaries) {
+  const std::vector<size_t> sizes = {0, 1, kCs - 1, kCs, kCs + 1, 3 * kCs + 17};
+  for (size_t i = 0; i < sizes.size(); ++i) Put("f" + std::to_string(i), Pattern(sizes[i], i));
+  auto cache = OpenCache();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::string want = Pattern(sizes[i], i);
+      EXPECT_EQ(ReadAll(*cache, "f" + std::to_string(i)), want) << sizes[i];
+      auto o = cache->Open("f" + std::to_string(i), false).value();
+      EXPECT_EQ(static_cast<size_t>(o.st.st_size), sizes[i]);
+      std::mt19937 rng(i);
+      for (int k = 0; k < 20; ++k) {
+        uint64_t off = sizes[i] ? rng() % (sizes[i] + 10) : 0;
+        size_t len = rng() % (3 * kCs);
+        std::string expect = off < want.size() ? want.substr(off, len) : "";
+        ASSERT_EQ(ReadRange(*cache, o, off, len), expect) << off << "+" << len;
+      }
+    }
+  }
+  auto& c = cache->counters();
+  EXPECT_EQ(c.chunks_fetched.load(), 1u + 1 + 1 + 2 + 4);
+  EXPECT_GT(c.cache_hit_bytes.load(), 0u);
+  EXPECT_EQ(c.checksum_failures.load(), 0u);
+  EXPECT_EQ(c.errors.load(), 0u);
+}
+
+TEST_F(ObjectCacheTest, PresentChunksAreOneMergedFdSegment) {
+  Put("big", Pattern(4 * kCs, 1));
+  auto cache = OpenCache();
+  ASSERT_EQ(ReadAll(*cache, "big"), Pattern(4 * kCs, 1));
+  auto o = cache->Open("big", false).value();
+  ReadReply r;
+  ASSERT_TRUE(cache->Read(*o.file, 10, 3 * kCs, &r).ok());
+  ASSERT_EQ(r.segments().size(), 1u);
+  EXPECT_GE(r.segments()[0].fd, 0);
+  EXPECT_EQ(r.segments()[0].off, 10);
+  EXPECT_EQ(r.size(), 3 * kCs);
+  EXPECT_EQ(Materialize(r), Pattern(4 * kCs, 1).substr(10, 3 * kCs));
+}
+
+TEST_F(ObjectCacheTest, ANewProcessServesFromTheIndexWithoutTheOrigin) {
+  Put("a", Pattern(5 * kCs + 3, 7));
+  {
+    auto cache = OpenCache();
+    ASSERT_EQ(ReadAll(*cache, "a"), Pattern(5 * kCs + 3, 7));
+  }
+  origin_->SetFailure(ENOTCONN);
+  auto cache = OpenCache();
+  EXPECT_EQ(ReadAll(*cache, "a"), Pattern(5 * kCs + 3, 7));
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), 0u);
+  EXPECT_EQ(cache->counters().revalidations.load(), 0u) << "validated recently by the last daemon";
+  EXPECT_EQ(cache->Stats()["objects"], 1u);
+  EXPECT_EQ(cache->Stats()["chunks"], 6u);
+}
+
+TEST_F(ObjectCacheTest, FlippedByteIsDetectedAndRefetched) {
+  std::string data = Pattern(3 * kCs, 3);
+  Put("a", data);
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), data); }
+  testing::FlipByte(DataFile(1, 1), kCs + 100);
+  auto cache = OpenCache();
+  EXPECT_EQ(ReadAll(*cache, "a"), data);
+  EXPECT_EQ(cache->counters().checksum_failures.load(), 1u);
+  EXPECT_EQ(cache->counters().chunks_fetched.load(), 1u);
+  EXPECT_EQ(cache->counters().errors.load(), 0u);
+  EXPECT_EQ(ReadAll(*cache, "a"), data);  // and the refetched chunk is cached again
+  EXPECT_EQ(cache->counters().chunks_fetched.load(), 1u);
+}
+
+TEST_F(ObjectCacheTest, TornWriteIsDetectedAndRefetched) {
+  std::string data = Pattern(2 * kCs, 4);
+  Put("a", data);
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), data); }
+  // Power loss: the record made it, the second half of chunk 1 did not.
+  ASSERT_EQ(truncate(DataFile(1, 1).c_str(), kCs + kCs / 2), 0);
+  auto cache = OpenCache();
+  EXPECT_EQ(ReadAll(*cache, "a"), data);
+  EXPECT_EQ(cache->counters().checksum_failures.load(), 1u);
+}
+
+TEST_F(ObjectCacheTest, MissingDataFileIsRefetched) {
+  std::string data = Pattern(2 * kCs, 5);
+  Put("a", data);
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), data); }
+  ASSERT_EQ(unlink(DataFile(1, 1).c_str()), 0);
+  auto cache = OpenCache();
+  EXPECT_EQ(ReadAll(*cache, "a"), data);
+  EXPECT_EQ(cache->counters().chunks_fetched.load(), 2u);
+  EXPECT_EQ(ReadAll(*cache, "a"), data);
+  EXPECT_EQ(cache->counters().chunks_fetched.load(), 2u);
+}
+
+TEST_F(ObjectCacheTest, InterruptedWriteOfACrashedDaemonIsReclaimed) {
+  std::string data = Pattern(kCs, 6);
+  Put("a", data);
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), data); }
+  {
+    // What kill -9 between pwrite and commit leaves: an intent and bytes.
+    ChunkIndex::Options o;
+    o.path = options_.dir + "/index";
+    auto idx = ChunkIndex::Open(o).value();
+    ASSERT_TRUE(idx->PutIntent({1, 1, 3}).ok());
+    int fd = open(DataFile(1, 1).c_str(), O_WRONLY);
+    std::string junk = Pattern(kCs, 99);
+    ASSERT_EQ(pwrite(fd, junk.data(), junk.size(), 3 * kCs), static_cast<ssize_t>(kCs));
+    close(fd);
+  }
+  uint64_t before = testing::AllocatedUnder(options_.dir + "/data");
+  auto cache = OpenCache();
+  EXPECT_LE(testing::AllocatedUnder(options_.dir + "/data"), before - kCs);
+  EXPECT_EQ(ReadAll(*cache, "a"), data);
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), 0u);
+}
+
+TEST_F(ObjectCacheTest, KeepCacheOnlyForAVersionThisProcessHasOpened) {
+  Put("a", "hello");
+  auto cache = OpenCache();
+  auto first = cache->Open("a", false).value();
+  EXPECT_FALSE(first.keep_cache);
+  EXPECT_FALSE(first.changed);
+  EXPECT_TRUE(cache->Open("a", false).value().keep_cache);
+  EXPECT_TRUE(cache->Open("a", true).value().keep_cache) << "revalidated, unchanged";
+  EXPECT_EQ(cache->counters().revalidations.load(), 2u);
+  cache.reset();
+  cache = OpenCache();
+  EXPECT_FALSE(cache->Open("a", false).value().keep_cache) << "a new process";
+}
+
+TEST_F(ObjectCacheTest, OriginChangeServesTheNewVersionAndDropsTheOld) {
+  Put("a", Pattern(2 * kCs, 1));
+  auto cache = OpenCache();
+  auto old_open = cache->Open("a", false).value();
+  ASSERT_EQ(ReadRange(*cache, old_open, 0, 2 * kCs), Pattern(2 * kCs, 1));
+  Put("a", Pattern(3 * kCs, 2));
+  auto now = cache->Open("a", true).value();
+  EXPECT_TRUE(now.changed);
+  EXPECT_FALSE(now.keep_cache);
+  EXPECT_EQ(static_cast<uint64_t>(now.st.st_size), 3 * kCs);
+  EXPECT_EQ(cache->counters().origin_changes.load(), 1u);
+  EXPECT_EQ(ReadRange(*cache, now, 0, 3 * kCs), Pattern(3 * kCs, 2));
+  Status s;
+  ReadRange(*cache, old_open, 0, 10, &s);
+  EXPECT_EQ(s.code(), ESTALE) << "the old version is never served again";
+  EXPECT_TRUE(Eventually([&] { return access(DataFile(1, 1).c_str(), F_OK) != 0; }));
+  EXPECT_TRUE(Eventually([&] { return cache->Stats()["chunks"] == 3u; }));
+  EXPECT_EQ(cache->Stats()["chunk_bytes"], 3 * kCs);
+}
+
+TEST_F(ObjectCacheTest, AChangeUnderAReadIsNeverCachedOrMixed) {
+  Put("a", Pattern(2 * kCs, 1));
+  auto cache = OpenCache();
+  auto o = cache->Open("a", false).value();
+  ASSERT_EQ(ReadRange(*cache, o, 0, 10), Pattern(2 * kCs, 1).substr(0, 10));
+  // Rewritten in place: the open origin file now reads other content.
+  int fd = open(origin_dir_.Sub("a").c_str(), O_WRONLY);
+  std::string other = Pattern(2 * kCs, 9);
+  ASSERT_EQ(pwrite(fd, other.data(), other.size(), 0), static_cast<ssize_t>(other.size()));
+  // The clock may not have ticked since the file was made; make sure it did.
+  struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 0}};
+  ASSERT_EQ(futimens(fd, times), 0);
+  close(fd);
+  Status s;
+  EXPECT_EQ(ReadRange(*cache, o, kCs, 10, &s), "");
+  EXPECT_EQ(s.code(), ESTALE);
+  EXPECT_EQ(cache->counters().chunks_written.load(), 1u);
+  // The next open revalidates even inside the interval, and sees the change.
+  auto again = cache->Open("a", false).value();
+  EXPECT_TRUE(again.changed);
+  EXPECT_EQ(ReadRange(*cache, again, 0, 2 * kCs), other);
+}
+
+TEST_F(ObjectCacheTest, DeletedAtTheOriginIsENOENTAndForgotten) {
+  Put("a", "data");
+  auto cache = OpenCache();
+  ASSERT_EQ(ReadAll(*cache, "a"), "data");
+  ASSERT_EQ(unlink(origin_dir_.Sub("a").c_str()), 0);
+  auto o = cache->Open("a", true);
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), ENOENT);
+  EXPECT_TRUE(Eventually([&] { return cache->Stats()["chunks"] == 0u; }));
+  EXPECT_EQ(cache->Stats()["objects"], 0u);
+  EXPECT_EQ(cache->Open("nope", false).status().code(), ENOENT);
+}
+
+TEST_F(ObjectCacheTest, UnreachableOriginKeepsServingCachedChunks) {
+  std::string data = Pattern(3 * kCs, 2);
+  Put("a", data);
+  options_.revalidate_seconds = 0;
+  auto cache = OpenCache();
+  auto o = cache->Open("a", false).value();
+  ASSERT_EQ(ReadRange(*cache, o, 0, kCs), data.substr(0, kCs));
+  origin_->SetFailure(ETIMEDOUT);
+  auto again = cache->Open("a", false);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_FALSE(again->changed);
+  EXPECT_EQ(ReadRange(*cache, *again, 0, kCs), data.substr(0, kCs));
+  Status s;
+  ReadRange(*cache, *again, 2 * kCs, 10, &s);
+  EXPECT_EQ(s.code(), ETIMEDOUT);
+  EXPECT_GE(cache->counters().origin_errors.load(), 2u);
+  origin_->SetFailure(0);
+  EXPECT_EQ(ReadRange(*cache, *again, 2 * kCs, 10), data.substr(2 * kCs, 10));
+}
+
+TEST_F(ObjectCacheTest, ConcurrentMissesOfOneChunkReadTheOriginOnce) {
+  std::string data = Pattern(kCs, 8);
+  Put("a", data);
+  auto cache = OpenCache();
+  auto o = cache->Open("a", false).value();
+  origin_->CloseGate();
+  std::string got1, got2;
+  std::thread t1([&] { got1 = ReadRange(*cache, o, 0, kCs); });
+  ASSERT_TRUE(Eventually([&] { return origin_->waiting() == 1; }));
+  std::thread t2([&] { got2 = ReadRange(*cache, o, 100, 1000); });
+  ASSERT_TRUE(Eventually([&] { return cache->counters().collapsed_misses.load() == 1; }));
+  origin_->OpenGate();
+  t1.join();
+  t2.join();
+  EXPECT_EQ(got1, data);
+  EXPECT_EQ(got2, data.substr(100, 1000));
+  EXPECT_EQ(cache->counters().origin_reads.load(), 1u);
+}
+
+TEST_F(ObjectCacheTest, CapacityIsNeverExceededAndLaterEpochsHit) {
+  options_.capacity_bytes = 4 << 20;  // 64 chunks, some of it taken by the index
+  for (int i = 0; i < 16; ++i) Put("f" + std::to_string(i), Pattern(kCs * 2, i));  // 2 MiB total x ...
+  for (int i = 16; i < 64; ++i) Put("f" + std::to_string(i), Pattern(kCs * 2, i));  // 8 MiB total
+  auto cache = OpenCache();
+  uint64_t hits_before = 0;
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    for (int i = 0; i < 64; ++i) {
+      ASSERT_EQ(ReadAll(*cache, "f" + std::to_string(i)), Pattern(kCs * 2, i));
+      auto st = cache->Stats();
+      ASSERT_LE(st["cache_used_bytes"].get<uint64_t>(), options_.capacity_bytes);
+    }
+    // Disk truth, not just our own books.
+    uint64_t disk = testing::AllocatedUnder(options_.dir);
+    EXPECT_LE(disk, options_.capacity_bytes) << "epoch " << epoch;
+    if (epoch > 0) {
+      EXPECT_GT(cache->counters().cache_hit_bytes.load(), hits_before) << "epoch " << epoch;
+    }
+    hits_before = cache->counters().cache_hit_bytes.load();
+  }
+  EXPECT_GT(cache->counters().evicted_bytes.load(), 0u);
+  EXPECT_EQ(cache->counters().errors.load(), 0u);
+}
+
+TEST_F(ObjectCacheTest, PinnedRangesAreNotPunchedByEviction) {
+  options_.capacity_bytes = 2 << 20;
+  std::string keep = Pattern(kCs, 1000);
+  Put("keep", keep);
+  for (int i = 0; i < 64; ++i) Put("f" + std::to_string(i), Pattern(kCs, i));
+  auto cache = OpenCache();
+  for (int i = 0; i < 16; ++i) ReadAll(*cache, "f" + std::to_string(i));
+  // The newest chunk: the first one eviction would take.
+  auto o = cache->Open("keep", false).value();
+  ASSERT_EQ(ReadRange(*cache, o, 0, kCs), keep);
+  ReadReply pinned;
+  ASSERT_TRUE(cache->Read(*o.file, 0, kCs, &pinned).ok());
+  ASSERT_EQ(pinned.segments().size(), 1u);
+  ASSERT_GE(pinned.segments()[0].fd, 0);
+  int next = 16;
+  ASSERT_TRUE(Eventually([&] {
+    ReadAll(*cache, "f" + std::to_string(next++ % 64));
+    return cache->counters().evicted_chunks.load() >= 8;
+  }));
+  EXPECT_EQ(Materialize(pinned), keep);
+  uint64_t hits = cache->counters().cache_hit_bytes.load();
+  EXPECT_EQ(ReadRange(*cache, o, 0, kCs), keep);
+  EXPECT_EQ(cache->counters().cache_hit_bytes.load(), hits + kCs) << "still cached";
+}
+
+TEST_F(ObjectCacheTest, NoSpaceServesFromTheOriginWithoutErrors) {
+  options_.min_free_bytes = 1ull << 62;  // never enough free space
+  Put("a", Pattern(3 * kCs, 1));
+  auto cache = OpenCache();
+  EXPECT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 1));
+  EXPECT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 1));
+  EXPECT_EQ(cache->counters().chunks_written.load(), 0u);
+  // Every read of a chunk fetches it again: at least 3 chunks x 2 reads.
+  EXPECT_GE(cache->counters().chunks_not_cached.load(), 6u);
+  EXPECT_EQ(cache->counters().errors.load(), 0u);
+}
+
+TEST_F(ObjectCacheTest, SequentialReadersArePrefetched) {
+  options_.prefetch_bytes = 4 * kCs;
+  std::string data = Pattern(32 * kCs, 3);
+  Put("a", data);
+  auto cache = OpenCache();
+  auto o = cache->Open("a", false).value();
+  std::string got;
+  for (uint64_t off = 0; off < data.size(); off += kCs / 2) got += ReadRange(*cache, o, off, kCs / 2);
+  EXPECT_EQ(got, data);
+  EXPECT_TRUE(Eventually([&] { return cache->counters().prefetched_chunks.load() > 0; }));
+  EXPECT_TRUE(Eventually([&] { return cache->Stats()["chunks"] == 32u; }));
+  EXPECT_EQ(cache->counters().chunks_fetched.load(), 32u) << "nothing fetched twice";
+}
+
+TEST_F(ObjectCacheTest, WarmPullsATreeIntoTheCache) {
+  Put("d/x", Pattern(3 * kCs, 1));
+  Put("d/sub/y", Pattern(kCs + 5, 2));
+  Put("d/sub/z", "");
+  Put("other", "not warmed");
+  auto cache = OpenCache();
+  ASSERT_TRUE(cache->Warm("d").ok());
+  EXPECT_EQ(cache->Warm("missing").code(), ENOENT);
+  ASSERT_TRUE(Eventually([&] { return cache->counters().warm_files_done.load() == 3; }));
+  EXPECT_EQ(cache->counters().warm_files_queued.load(), 3u);
+  EXPECT_EQ(cache->counters().warm_bytes.load(), 4 * kCs + 5);
+  uint64_t origin_bytes = cache->counters().origin_bytes_read.load();
+  EXPECT_EQ(ReadAll(*cache, "d/x"), Pattern(3 * kCs, 1));
+  EXPECT_EQ(ReadAll(*cache, "d/sub/y"), Pattern(kCs + 5, 2));
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), origin_bytes);
+}
+
+TEST_F(ObjectCacheTest, ASecondDaemonOnTheSameDirIsBusy) {
+  auto cache = OpenCache();
+  auto second = ObjectCache::Open(options_, origin_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), EBUSY);
+  EXPECT_NE(second.status().message().find("in use by another stoker process"), std::string::npos);
+}
+
+TEST_F(ObjectCacheTest, AnotherChunkSizeStartsFresh) {
+  Put("a", Pattern(3 * kCs, 1));
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), Pattern(3 * kCs, 1)); }
+  options_.chunk_size = 2 * kCs;
+  auto cache = OpenCache();
+  EXPECT_EQ(cache->Stats()["chunks"], 0u);
+  EXPECT_EQ(cache->Stats()["chunk_size"], 2 * kCs);
+  EXPECT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 1));
+  EXPECT_EQ(cache->Stats()["chunks"], 2u);
+}
+
+TEST_F(ObjectCacheTest, BadOptionsAreRefused) {
+  options_.chunk_size = 1000;
+  EXPECT_EQ(ObjectCache::Open(options_, origin_).status().code(), EINVAL);
+  options_.chunk_size = kCs;
+  options_.capacity_bytes = 3 * kCs;
+  EXPECT_EQ(ObjectCache::Open(options_, origin_).status().code(), EINVAL);
+}
+
+TEST_F(ObjectCacheTest, StatsCarryTheSchema) {
+  Put("a", "abc");
+  auto cache = OpenCache();
+  ReadAll(*cache, "a");
+  ReadAll(*cache, "a");
+  auto j = cache->Stats();
+  for (const char* k :
+       {"bytes_read", "cache_hit_bytes", "origin_bytes_read", "cache_used_bytes",
+        "cache_capacity_bytes", "objects", "chunks", "evicted_bytes", "revalidations", "errors",
+        "checksum_failures", "collapsed_misses", "prefetched_chunks", "warm_files_queued",
+        "warm_files_done", "warm_bytes", "chunks_not_cached", "index_bytes", "chunk_size",
+        "io_backend", "origin", "cache_dir", "hit_ratio"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["bytes_read"], 6u);
+  EXPECT_EQ(j["cache_hit_bytes"], 3u);
+  EXPECT_DOUBLE_EQ(j["hit_ratio"].get<double>(), 0.5);
+  EXPECT_EQ(j["cache_dir"], options_.dir);
+}
+
+}  // namespace
+}  // namespace stoker

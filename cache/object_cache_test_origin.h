@@ -1,0 +1,93 @@
+// ControlledOrigin: a real origin with two test controls on top: fail every
+// call with an errno (an unreachable NAS), and hold reads at a gate (a slow
+// one). Test-only.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "cache/origin.h"
+
+namespace stoker::testing {
+
+class ControlledOrigin : public Origin {
+ public:
+  explicit ControlledOrigin(std::shared_ptr<Origin> inner) : inner_(std::move(inner)) {}
+
+  void SetFailure(int code) { fail_ = code; }
+  void CloseGate() {
+    std::lock_guard<std::mutex> l(mu_);
+    gate_closed_ = true;
+  }
+  void OpenGate() {
+    std::lock_guard<std::mutex> l(mu_);
+    gate_closed_ = false;
+    cv_.notify_all();
+  }
+  int waiting() const { return waiting_.load(); }
+
+  std::string Describe() const override { return "controlled:" + inner_->Describe(); }
+  Result<struct stat> Stat(const std::string& path) override {
+    if (int f = fail_.load()) return Down(f);
+    return inner_->Stat(path);
+  }
+  Status ReadDir(const std::string& path,
+                 const std::function<bool(const OriginDirEntry&)>& fn) override {
+    if (int f = fail_.load()) return Down(f);
+    return inner_->ReadDir(path, fn);
+  }
+  Result<std::string> ReadLink(const std::string& path) override {
+    if (int f = fail_.load()) return Down(f);
+    return inner_->ReadLink(path);
+  }
+  Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override {
+    if (int f = fail_.load()) return Down(f);
+    STOKER_ASSIGN_OR_RETURN(auto file, inner_->Open(path));
+    return std::unique_ptr<OriginFile>(new File(this, std::move(file)));
+  }
+  Result<std::string> GetXattr(const std::string& path, const std::string& name) override {
+    return inner_->GetXattr(path, name);
+  }
+  Result<std::vector<std::string>> ListXattr(const std::string& path) override {
+    return inner_->ListXattr(path);
+  }
+
+ private:
+  static Status Down(int code) { return Status::Error(code, "origin is down (test)"); }
+
+  class File : public OriginFile {
+   public:
+    File(ControlledOrigin* o, std::unique_ptr<OriginFile> f) : o_(o), f_(std::move(f)) {}
+    Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {
+      o_->PassGate();
+      if (int f = o_->fail_.load()) return Down(f);
+      return f_->ReadAt(buf, len, off);
+    }
+    Result<OriginIdentity> Identity() override {
+      if (int f = o_->fail_.load()) return Down(f);
+      return f_->Identity();
+    }
+
+   private:
+    ControlledOrigin* o_;
+    std::unique_ptr<OriginFile> f_;
+  };
+
+  void PassGate() {
+    std::unique_lock<std::mutex> l(mu_);
+    if (!gate_closed_) return;
+    waiting_++;
+    cv_.wait(l, [&] { return !gate_closed_; });
+    waiting_--;
+  }
+
+  std::shared_ptr<Origin> inner_;
+  std::atomic<int> fail_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool gate_closed_ = false;
+  std::atomic<int> waiting_{0};
+};
+
+}  // namespace stoker::testing

@@ -1,0 +1,81 @@
+// MakeOrigin: from the user's ORIGIN argument to a backend; and the helpers
+// every backend shares.
+#include "cache/origin.h"
+
+#include <cctype>
+#include <cerrno>
+
+#include "cache/io_backend.h"
+#include "cache/local_origin.h"
+
+namespace stoker {
+
+bool IsOriginUnavailable(int code) {
+  switch (code) {
+    case EIO:
+    case ETIMEDOUT:
+    case ENOTCONN:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ESTALE:
+    case ENODEV:
+    case ENXIO:
+    case EAGAIN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+OriginIdentity IdentityFromStat(const struct stat& st) {
+  OriginIdentity id;
+  id.size = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  id.ino = static_cast<uint64_t>(st.st_ino);
+  id.dev = static_cast<uint64_t>(st.st_dev);
+  return id;
+}
+
+namespace {
+
+// The scheme of "s3://bucket/x" ("s3"), or "" for a path. Only an RFC 3986
+// scheme counts, so a directory named "a://b" under a path is still a path.
+std::string SchemeOf(const std::string& spec) {
+  size_t colon = spec.find("://");
+  if (colon == std::string::npos || colon == 0) return "";
+  if (!std::isalpha(static_cast<unsigned char>(spec[0]))) return "";
+  for (size_t i = 1; i < colon; ++i) {
+    unsigned char c = static_cast<unsigned char>(spec[i]);
+    if (!std::isalnum(c) && c != '+' && c != '-' && c != '.') return "";
+  }
+  return spec.substr(0, colon);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, std::shared_ptr<IoBackend> io) {
+  STOKER_CHECK(io != nullptr, "MakeOrigin needs an I/O backend");
+  if (spec.empty()) return Status::Invalid("origin is empty: give a directory");
+  std::string scheme = SchemeOf(spec);
+  if (!scheme.empty()) {
+    std::string lower;
+    for (char c : scheme) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "s3" || lower == "http" || lower == "https") {
+      return Status::Invalid("origin scheme '" + lower + "' is not supported yet");
+    }
+    return Status::Invalid("origin '" + spec + "': unknown scheme '" + scheme + "'");
+  }
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<LocalOrigin> local,
+                          LocalOrigin::Create(spec, std::move(io)));
+  return std::shared_ptr<Origin>(std::move(local));
+}
+
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec) {
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(IoBackendKind::kAuto));
+  return MakeOrigin(spec, std::shared_ptr<IoBackend>(std::move(io)));
+}
+
+}  // namespace stoker

@@ -1,0 +1,91 @@
+#include "cache/resident_chunks.h"
+
+#include "util/status.h"
+
+namespace stoker {
+
+void ResidentChunks::MaybeErase(Shard& s,
+                                std::unordered_map<ChunkKey, State, ChunkKeyHash>::iterator it) {
+  const State& st = it->second;
+  if (st.pins == 0 && !st.latched && !st.verified) s.map.erase(it);
+}
+
+bool ResidentChunks::TryPin(const ChunkKey& key, bool* verified) {
+  Shard& s = ShardOf(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  State& st = s.map[key];
+  if (st.latched) {
+    *verified = false;
+    return false;
+  }
+  st.pins++;
+  *verified = st.verified;
+  return true;
+}
+
+void ResidentChunks::Unpin(const ChunkKey& key) {
+  Shard& s = ShardOf(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  auto it = s.map.find(key);
+  STOKER_CHECK(it != s.map.end() && it->second.pins > 0, "unpin of a chunk not pinned");
+  it->second.pins--;
+  MaybeErase(s, it);
+}
+
+void ResidentChunks::MarkVerified(const ChunkKey& key) {
+  Shard& s = ShardOf(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  auto it = s.map.find(key);
+  STOKER_CHECK(it != s.map.end() && it->second.pins > 0, "verified chunk must be pinned");
+  it->second.verified = true;
+}
+
+bool ResidentChunks::TryLatchForEvict(const ChunkKey& key) {
+  Shard& s = ShardOf(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  State& st = s.map[key];
+  if (st.pins > 0 || st.latched) return false;
+  st.latched = true;
+  st.verified = false;
+  return true;
+}
+
+void ResidentChunks::ReleaseLatch(const ChunkKey& key) {
+  Shard& s = ShardOf(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  auto it = s.map.find(key);
+  STOKER_CHECK(it != s.map.end() && it->second.latched, "release of a chunk not latched");
+  it->second.latched = false;
+  MaybeErase(s, it);
+}
+
+void ResidentChunks::ForgetVersion(const VersionKey& v) {
+  Shard& s = ShardOf(ChunkKey{v.object_id, v.version, 0});
+  std::lock_guard<std::mutex> l(s.mu);
+  for (auto it = s.map.begin(); it != s.map.end();) {
+    auto next = std::next(it);
+    if (it->first.version_key() == v) {
+      it->second.verified = false;
+      MaybeErase(s, it);
+    }
+    it = next;
+  }
+}
+
+size_t ResidentChunks::size() const {
+  size_t n = 0;
+  for (auto& s : shards_) {
+    std::lock_guard<std::mutex> l(s.mu);
+    n += s.map.size();
+  }
+  return n;
+}
+
+bool ResidentChunks::pinned(const ChunkKey& key) const {
+  Shard& s = ShardOf(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  auto it = s.map.find(key);
+  return it != s.map.end() && it->second.pins > 0;
+}
+
+}  // namespace stoker

@@ -1,0 +1,60 @@
+// ResidentChunks: what this process knows about cached chunks beyond the
+// index: how many live ReadReplies pin each chunk, whether the evictor holds
+// it, and whether this process has verified its checksum.
+//
+// The evictor punches a chunk only after TryLatchForEvict, which fails while
+// the chunk is pinned; a pin fails while the chunk is latched. So a byte
+// range handed out in a ReadReply is never punched under it, and a reader
+// never pins a chunk on its way out. Latching clears the verified bit: a
+// chunk written again later is verified again.
+//
+// Thread-safety: all methods are thread-safe (sharded mutexes, sharded by
+// version so ForgetVersion touches one shard).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include "cache/chunk.h"
+
+namespace stoker {
+
+class ResidentChunks {
+ public:
+  // Pins key unless the evictor holds it. *verified: verified by this process.
+  bool TryPin(const ChunkKey& key, bool* verified);
+  // REQUIRES: a pin taken by TryPin.
+  void Unpin(const ChunkKey& key);
+  // REQUIRES: key pinned by the caller (its bytes were checked or written).
+  void MarkVerified(const ChunkKey& key);
+  // Takes key for eviction or a drop: fails while pinned or held already.
+  bool TryLatchForEvict(const ChunkKey& key);
+  // REQUIRES: a latch taken by TryLatchForEvict.
+  void ReleaseLatch(const ChunkKey& key);
+  // Forgets the verified bits of a dropped version.
+  void ForgetVersion(const VersionKey& v);
+  // Entries held (pinned, latched or verified), for stats and tests.
+  size_t size() const;
+  bool pinned(const ChunkKey& key) const;
+
+ private:
+  struct State {
+    int32_t pins = 0;
+    bool latched = false;
+    bool verified = false;
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<ChunkKey, State, ChunkKeyHash> map;  // GUARDED_BY(mu)
+  };
+  Shard& ShardOf(const ChunkKey& k) const {
+    return shards_[VersionKeyHash()(k.version_key()) % shards_.size()];
+  }
+  static void MaybeErase(Shard& s, std::unordered_map<ChunkKey, State, ChunkKeyHash>::iterator it);
+
+  mutable std::array<Shard, 64> shards_;
+};
+
+}  // namespace stoker

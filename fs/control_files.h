@@ -1,0 +1,68 @@
+// ControlFiles: the virtual MOUNTPOINT/.stoker directory, where a running
+// mount shows what it thinks. Today it holds stats.json (read-only, 0444): the
+// cache's counters (ObjectCache::Stats) plus fs-level fields, as one JSON
+// object followed by a newline.
+//
+// .stoker is reached by lookup from the root but not listed by readdir of the
+// root, so the mount shows the origin's tree exactly. If the origin has its own
+// ".stoker" at its root, ours wins: the origin's entry is neither listed nor
+// reachable through the mount.
+//
+// Virtual nodes have fixed ids below InodeTable's first dynamic id; lookups of
+// them are not counted (forget of them is a no-op). Their st_ino values sit at
+// the top of the 64-bit range, away from any origin inode number. stats.json
+// reports size 0 and is opened direct_io: each open takes one snapshot, and
+// reads are served from it, so a reader sees one consistent document.
+//
+// Thread-safety: all methods are thread-safe; the stats source is called
+// without locks held and must itself be thread-safe.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/origin.h"
+
+namespace stoker {
+
+class ControlFiles {
+ public:
+  static constexpr uint64_t kDirId = 2;
+  static constexpr uint64_t kStatsId = 3;
+  // First id InodeTable may hand out.
+  static constexpr uint64_t kFirstDynamicId = 16;
+  static constexpr std::string_view kDirName = ".stoker";
+  static constexpr std::string_view kStatsName = "stats.json";
+
+  using StatsSource = std::function<nlohmann::json()>;
+  explicit ControlFiles(StatsSource stats);
+
+  static bool IsVirtual(uint64_t id) { return id > 1 && id < kFirstDynamicId; }
+  // True if (parent, name) names a virtual node; *id is set then.
+  std::optional<uint64_t> Lookup(uint64_t parent, std::string_view name) const;
+  // REQUIRES: IsVirtual(id).
+  struct stat Attr(uint64_t id) const;
+  bool IsDir(uint64_t id) const { return id == kDirId; }
+  // Entries of a virtual directory, "." and ".." excluded.
+  // REQUIRES: IsDir(id).
+  std::vector<OriginDirEntry> List(uint64_t id) const;
+  // The content of a virtual file as of now. REQUIRES: IsVirtual(id), !IsDir(id).
+  std::string Snapshot(uint64_t id) const;
+
+ private:
+  StatsSource stats_;
+  const time_t created_;
+  const uid_t uid_;
+  const gid_t gid_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,30 @@
+// HandleControlRequest: what the requests on the control socket mean.
+//
+//   {"op":"ping"}                 -> {"ok":true,"pid":N}
+//   {"op":"stats"}                -> {"ok":true,"stats":{...stats.json...}}
+//   {"op":"warm","path":"train/x"}
+//   {"op":"warm","paths":["a","b"]} -> {"ok":true,"queued":N}
+//
+// Warm paths are relative to the mount root, or absolute under the
+// mountpoint; a directory is warmed recursively (ObjectCache::Warm). The
+// answer comes once the paths are queued, not fetched; progress shows in
+// stats (warm_files_queued/done, warm_bytes). Any failure answers
+// {"ok":false,"error":"<one line>"}; for several paths, the first failure.
+//
+// Thread-safety: as thread-safe as the cache and the stats source.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/object_cache.h"
+
+namespace stoker {
+
+nlohmann::json HandleControlRequest(const nlohmann::json& request, ObjectCache& cache,
+                                    const std::string& mountpoint,
+                                    const std::function<nlohmann::json()>& stats);
+
+}  // namespace stoker

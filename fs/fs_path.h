@@ -1,0 +1,27 @@
+// Paths as fs/ hands them to the cache and the origin: relative to the origin
+// root, '/'-separated, no leading '/', "" for the root (see cache/origin.h).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "util/status.h"
+
+namespace stoker {
+
+// The origin path of `name` inside the directory at `parent`.
+// REQUIRES: name is one component (no '/', not "." or "..", not empty).
+std::string JoinPath(std::string_view parent, std::string_view name);
+
+// True if name can be one component of an origin path.
+bool IsValidComponent(std::string_view name);
+
+// Turns what a user or a client names ("train/x", "/train//./x/",
+// "/mnt/data/train/x" for mountpoint "/mnt/data") into an origin path.
+// Absolute paths must lie under mountpoint. ".." is refused (EINVAL) rather
+// than resolved: a path that climbs is never what a warm request meant.
+Result<std::string> NormalizeClientPath(std::string_view path, std::string_view mountpoint);
+
+}  // namespace stoker

@@ -1,0 +1,141 @@
+// Directory operations. A directory handle holds a snapshot of the entries
+// taken at opendir, so readdir offsets (an entry's index + 1) stay stable
+// however the origin changes while the directory is open.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fs/errno_map.h"
+#include "fs/fuse_ops_internal.h"
+#include "fs/fuse_reply.h"
+
+namespace stoker::fuse_ops {
+
+namespace {
+
+OriginDirEntry DotEntry(const char* name, uint64_t origin_ino) {
+  OriginDirEntry e{name, {}};
+  e.st.st_ino = origin_ino;
+  e.st.st_mode = S_IFDIR;
+  return e;
+}
+
+Result<std::unique_ptr<DirHandle>> Snapshot(FsContext& fs, fuse_ino_t ino) {
+  auto h = std::make_unique<DirHandle>();
+  h->dir_id = ino;
+  if (ControlFiles::IsVirtual(ino)) {
+    if (!fs.control->IsDir(ino)) return Status::Error(ENOTDIR, "not a directory");
+    h->is_virtual = true;
+    h->entries.push_back(DotEntry(".", fs.control->Attr(ino).st_ino));
+    h->entries.push_back(DotEntry("..", fs.inodes.Info(InodeTable::kRootId)->origin_ino));
+    for (OriginDirEntry& e : fs.control->List(ino)) h->entries.push_back(std::move(e));
+    return h;
+  }
+  STOKER_ASSIGN_OR_RETURN(InodeTable::NodeInfo info, fs.inodes.Info(ino));
+  h->entries.push_back(DotEntry(".", info.origin_ino));
+  h->entries.push_back(DotEntry("..", info.parent_origin_ino));
+  const bool root = ino == InodeTable::kRootId;
+  STOKER_RETURN_IF_ERROR(fs.origin->ReadDir(info.path, [&](const OriginDirEntry& e) {
+    // Ours wins over an origin entry of the same name (control_files.h).
+    if (!(root && e.name == ControlFiles::kDirName)) h->entries.push_back(e);
+    return true;
+  }));
+  return h;
+}
+
+void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
+                   fuse_file_info* fi, bool plus) {
+  Reply reply(req, plus ? "readdirplus" : "readdir");
+  std::vector<uint64_t> counted;  // lookups taken for entries in this reply
+  RunOp(reply, [&] {
+    FsContext& fs = Ctx(req);
+    auto* h = reinterpret_cast<DirHandle*>(fi->fh);
+    if (off < 0) {
+      reply.Err(EINVAL);
+      return;
+    }
+    std::vector<char> buf(size);
+    size_t used = 0;
+    for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
+      const OriginDirEntry& e = h->entries[i];
+      char* const at = buf.data() + used;
+      const size_t room = size - used;
+      const off_t next = static_cast<off_t>(i + 1);
+      size_t need;
+      if (!plus) {
+        need = fuse_add_direntry(req, at, room, e.name.c_str(), &e.st, next);
+        if (need > room) break;
+      } else {
+        fuse_entry_param ep{};
+        ep.attr = e.st;
+        if (i >= 2) {  // "." and ".." go without a node id: the kernel skips them
+          ep.attr_timeout = ep.entry_timeout = fs.timeout;
+          if (h->is_virtual) {
+            ep.ino = *fs.control->Lookup(h->dir_id, e.name);
+          } else {
+            Result<uint64_t> id = fs.inodes.Lookup(h->dir_id, e.name, e.st);
+            if (!id.ok()) {
+              if (used == 0) reply.Err(ErrnoFor(id.status()));
+              break;
+            }
+            ep.ino = *id;
+            counted.push_back(*id);
+          }
+        }
+        need = fuse_add_direntry_plus(req, at, room, e.name.c_str(), &ep, next);
+        if (need > room) {
+          // Did not fit: the kernel will not see this entry, so it holds no
+          // lookup on it.
+          if (!h->is_virtual && i >= 2) {
+            fs.inodes.Forget(counted.back(), 1);
+            counted.pop_back();
+          }
+          break;
+        }
+      }
+      used += need;
+    }
+    if (reply.done()) return;
+    if (!reply.Buf(buf.data(), used)) {
+      for (uint64_t id : counted) fs.inodes.Forget(id, 1);
+    }
+    counted.clear();
+  });
+  // An exception after lookups were taken: the error reply carried none.
+  for (uint64_t id : counted) Ctx(req).inodes.Forget(id, 1);
+}
+
+}  // namespace
+
+void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Reply reply(req, "opendir");
+  RunOp(reply, [&] {
+    FsContext& fs = Ctx(req);
+    Result<std::unique_ptr<DirHandle>> h = Snapshot(fs, ino);
+    if (!h.ok()) {
+      reply.Err(ErrnoFor(h.status()));
+      return;
+    }
+    DirHandle* raw = fs.dirs.Add(std::move(h).value());
+    fi->fh = reinterpret_cast<uint64_t>(raw);
+    if (!reply.Open(*fi)) fs.dirs.Release(raw);  // no releasedir will come
+  });
+}
+
+void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDirCommon(req, ino, size, off, fi, false);
+}
+
+void ReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDirCommon(req, ino, size, off, fi, true);
+}
+
+void ReleaseDir(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
+  Reply reply(req, "releasedir");
+  RunOp(reply, [&] {
+    Ctx(req).dirs.Release(reinterpret_cast<DirHandle*>(fi->fh));
+    reply.Err(0);
+  });
+}
+
+}  // namespace stoker::fuse_ops

@@ -1,0 +1,133 @@
+// File operations: open, read, release. Data comes from ObjectCache only; a
+// read is answered with the segments of its ReadReply (cache-file descriptors
+// spliced zero-copy, or memory), and the ReadReply is destroyed only after
+// the reply was sent, so no segment can be evicted from under it.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "fs/errno_map.h"
+#include "fs/fuse_ops_internal.h"
+#include "fs/fuse_reply.h"
+
+namespace stoker::fuse_ops {
+
+namespace {
+
+bool WantsWrite(int flags) {
+  return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT | O_APPEND)) != 0;
+}
+
+// A fuse_bufvec with room for n buffers (the struct declares one).
+struct BufVec {
+  explicit BufVec(size_t n)
+      : storage(sizeof(fuse_bufvec) + (n > 0 ? n - 1 : 0) * sizeof(fuse_buf)) {
+    bufv = reinterpret_cast<fuse_bufvec*>(storage.data());
+    bufv->count = n;
+    bufv->idx = 0;
+    bufv->off = 0;
+  }
+  std::vector<unsigned char> storage;
+  fuse_bufvec* bufv;
+};
+
+}  // namespace
+
+void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Reply reply(req, "open");
+  RunOp(reply, [&] {
+    FsContext& fs = Ctx(req);
+    if (WantsWrite(fi->flags)) {
+      reply.Err(EROFS);
+      return;
+    }
+    auto h = std::make_unique<FileHandle>();
+    if (ControlFiles::IsVirtual(ino)) {
+      if (fs.control->IsDir(ino)) {
+        reply.Err(EISDIR);
+        return;
+      }
+      h->is_virtual = true;
+      h->content = fs.control->Snapshot(ino);
+      fi->direct_io = 1;  // getattr says size 0; reads must still reach us
+      fi->keep_cache = 0;
+    } else {
+      Result<std::string> path = fs.inodes.Path(ino);
+      if (!path.ok()) {
+        reply.Err(ErrnoFor(path.status()));
+        return;
+      }
+      Result<ObjectCache::Opened> opened = fs.cache->Open(*path, false);
+      if (!opened.ok()) {
+        reply.Err(ErrnoFor(opened.status()));
+        return;
+      }
+      h->file = std::move(opened->file);
+      fi->keep_cache = opened->keep_cache ? 1 : 0;
+      // Attributes and other opens' pages of this inode are stale. Not from
+      // here: the kernel may hold the inode's locks until we reply.
+      if (opened->changed && fs.notifier != nullptr) fs.notifier->Invalidate(ino);
+    }
+    fi->noflush = 1;  // nothing to flush on close
+    FileHandle* raw = fs.files.Add(std::move(h));
+    fi->fh = reinterpret_cast<uint64_t>(raw);
+    if (!reply.Open(*fi)) fs.files.Release(raw);  // no release will come
+  });
+}
+
+void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
+  Reply reply(req, "read");
+  RunOp(reply, [&] {
+    FsContext& fs = Ctx(req);
+    auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+    if (off < 0) {
+      reply.Err(EINVAL);
+      return;
+    }
+    if (h->is_virtual) {
+      const size_t start = std::min(h->content.size(), static_cast<size_t>(off));
+      const size_t n = std::min(size, h->content.size() - start);
+      reply.Buf(h->content.data() + start, n);
+      return;
+    }
+    ReadReply data;
+    Status st = fs.cache->Read(*h->file, static_cast<uint64_t>(off), size, &data);
+    if (!st.ok()) {
+      reply.Err(ErrnoFor(st));
+      return;
+    }
+    const std::vector<ReadSegment>& segs = data.segments();
+    if (segs.empty()) {
+      reply.Buf(nullptr, 0);  // at or past the end of the file
+      return;
+    }
+    BufVec v(segs.size());
+    for (size_t i = 0; i < segs.size(); ++i) {
+      fuse_buf& b = v.bufv->buf[i];
+      b = fuse_buf{};
+      b.size = segs[i].len;
+      if (segs[i].fd >= 0) {
+        b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+        b.fd = segs[i].fd;
+        b.pos = segs[i].off;
+      } else {
+        b.mem = const_cast<char*>(segs[i].mem);
+      }
+    }
+    reply.Data(v.bufv);
+    // `data` (and the pins it holds) goes only now, after the splice.
+  });
+}
+
+void Release(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
+  Reply reply(req, "release");
+  RunOp(reply, [&] {
+    Ctx(req).files.Release(reinterpret_cast<FileHandle*>(fi->fh));
+    reply.Err(0);
+  });
+}
+
+}  // namespace stoker::fuse_ops

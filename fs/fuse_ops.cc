@@ -1,0 +1,293 @@
+// Node operations (lookup, forget, attributes, links, xattrs, statfs), the
+// connection setup and the operation table.
+#include "fs/fuse_ops.h"
+
+#include <sys/statvfs.h>
+
+#include <climits>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "fs/errno_map.h"
+#include "fs/fs_path.h"
+#include "fs/fuse_ops_internal.h"
+#include "fs/fuse_reply.h"
+#include "util/log.h"
+
+namespace stoker::fuse_ops {
+
+namespace {
+
+constexpr unsigned kMaxWrite = 1u << 20;  // also sets max_pages (256)
+constexpr unsigned kMaxBackground = 64;   // readahead requests in flight
+
+void Init(void* userdata, fuse_conn_info* conn) {
+  auto* fs = static_cast<FsContext*>(userdata);
+  // Zero-copy replies: fd buffers are spliced into /dev/fuse.
+  if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
+  // Splicing requests in only helps WRITE, which we refuse; for everything
+  // else it costs an extra copy out of the pipe. Page stealing (MOVE) has
+  // been a no-op in the kernel for years and only adds risk.
+  conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_MOVE);
+  // We invalidate explicitly (keep_cache at open, notify when the origin
+  // changed). Auto-invalidation would add a GETATTR per read() once the
+  // attribute timeout has passed, and with --revalidate 0 on every read.
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO) conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  conn->max_write = kMaxWrite;
+  conn->max_read = fs->max_read;
+  // libfuse already lowered this to what the kernel offers; RunMount raises
+  // the bdi's read_ahead_kb after mounting.
+  conn->max_readahead = UINT_MAX;
+  conn->max_background = kMaxBackground;
+  conn->congestion_threshold = kMaxBackground * 3 / 4;
+  fs->splice_write = (conn->want & FUSE_CAP_SPLICE_WRITE) != 0;
+  LOG_INFO("FUSE protocol {}.{}, splice_write={}, readdirplus={}, max_read={}", conn->proto_major,
+           conn->proto_minor, fs->splice_write.load(),
+           (conn->want & FUSE_CAP_READDIRPLUS) != 0, conn->max_read);
+}
+
+fuse_entry_param EntryFor(uint64_t id, const struct stat& st, double timeout) {
+  fuse_entry_param e{};
+  e.ino = id;
+  e.attr = st;
+  e.attr_timeout = timeout;
+  e.entry_timeout = timeout;
+  return e;
+}
+
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Reply reply(req, "lookup");
+  RunOp(reply, [&] {
+    FsContext& fs = Ctx(req);
+    const std::string_view n(name);
+    if (auto id = fs.control->Lookup(parent, n)) {
+      reply.Entry(EntryFor(*id, fs.control->Attr(*id), fs.timeout));
+      return;
+    }
+    if (ControlFiles::IsVirtual(parent) || !IsValidComponent(n)) {
+      reply.Err(ENOENT);
+      return;
+    }
+    Result<std::string> dir = fs.inodes.Path(parent);
+    if (!dir.ok()) {
+      reply.Err(ErrnoFor(dir.status()));
+      return;
+    }
+    Result<struct stat> st = AttrOf(fs, JoinPath(*dir, n));
+    if (!st.ok()) {
+      if (st.status().code() == ENOENT) {
+        // A negative entry: the kernel remembers the miss for the timeout.
+        reply.Entry(EntryFor(0, {}, fs.timeout));
+      } else {
+        reply.Err(ErrnoFor(st.status()));
+      }
+      return;
+    }
+    Result<uint64_t> id = fs.inodes.Lookup(parent, n, *st);
+    if (!id.ok()) {
+      reply.Err(ErrnoFor(id.status()));
+      return;
+    }
+    if (!reply.Entry(EntryFor(*id, *st, fs.timeout))) fs.inodes.Forget(*id, 1);
+  });
+}
+
+void ForgetOne(FsContext& fs, fuse_ino_t ino, uint64_t nlookup) {
+  if (ControlFiles::IsVirtual(ino)) return;
+  fs.inodes.Forget(ino, nlookup);
+}
+
+// Forgets get no reply but fuse_reply_none, so they bypass RunOp (whose
+// fallback is an error reply). Nothing in them allocates or throws.
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Reply reply(req, "forget");
+  ForgetOne(Ctx(req), ino, nlookup);
+  reply.None();
+}
+
+void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  Reply reply(req, "forget_multi");
+  FsContext& fs = Ctx(req);
+  for (size_t i = 0; i < count; ++i) ForgetOne(fs, forgets[i].ino, forgets[i].nlookup);
+  reply.None();
+}
+
+void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
+  Reply reply(req, "getattr");
+  RunOp(reply, [&] {
+    FsContext& fs = Ctx(req);
+    if (ControlFiles::IsVirtual(ino)) {
+      reply.Attr(fs.control->Attr(ino), fs.timeout);
+      return;
+    }
+    Result<std::string> path = fs.inodes.Path(ino);
+    if (!path.ok()) {
+      reply.Err(ErrnoFor(path.status()));
+      return;
+    }
+    Result<struct stat> st = AttrOf(fs, *path);
+    if (!st.ok()) {
+      reply.Err(ErrnoFor(st.status()));
+      return;
+    }
+    reply.Attr(*st, fs.timeout);
+  });
+}
+
+void ReadLink(fuse_req_t req, fuse_ino_t ino) {
+  Reply reply(req, "readlink");
+  RunOp(reply, [&] {
+    FsContext& fs = Ctx(req);
+    if (ControlFiles::IsVirtual(ino)) {
+      reply.Err(EINVAL);
+      return;
+    }
+    Result<std::string> path = fs.inodes.Path(ino);
+    if (!path.ok()) {
+      reply.Err(ErrnoFor(path.status()));
+      return;
+    }
+    Result<std::string> target = fs.origin->ReadLink(*path);
+    if (!target.ok()) {
+      reply.Err(ErrnoFor(target.status()));
+      return;
+    }
+    reply.Readlink(*target);
+  });
+}
+
+void StatFs(fuse_req_t req, fuse_ino_t /*ino*/) {
+  Reply reply(req, "statfs");
+  RunOp(reply, [&] {
+    // The origin interface has no statfs; a read-only mount has no free space
+    // to report anyway. Name length and inode count are what tools look at.
+    struct statvfs st {};
+    st.f_bsize = 4096;
+    st.f_frsize = 4096;
+    st.f_namemax = 255;
+    st.f_files = Ctx(req).inodes.size();
+    reply.Statfs(st);
+  });
+}
+
+// getxattr/listxattr share the size protocol: size 0 asks for the length.
+void ReplyXattrValue(Reply& reply, const std::string& value, size_t size) {
+  if (size == 0) {
+    reply.Xattr(value.size());
+  } else if (value.size() > size) {
+    reply.Err(ERANGE);
+  } else {
+    reply.Buf(value.data(), value.size());
+  }
+}
+
+void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  Reply reply(req, "getxattr");
+  RunOp(reply, [&] {
+    FsContext& fs = Ctx(req);
+    if (ControlFiles::IsVirtual(ino)) {
+      reply.Err(ENODATA);
+      return;
+    }
+    Result<std::string> path = fs.inodes.Path(ino);
+    if (!path.ok()) {
+      reply.Err(ErrnoFor(path.status()));
+      return;
+    }
+    Result<std::string> value = fs.origin->GetXattr(*path, name);
+    if (!value.ok()) {
+      reply.Err(XattrErrnoFor(value.status()));
+      return;
+    }
+    ReplyXattrValue(reply, *value, size);
+  });
+}
+
+void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  Reply reply(req, "listxattr");
+  RunOp(reply, [&] {
+    FsContext& fs = Ctx(req);
+    if (ControlFiles::IsVirtual(ino)) {
+      ReplyXattrValue(reply, "", size);
+      return;
+    }
+    Result<std::string> path = fs.inodes.Path(ino);
+    if (!path.ok()) {
+      reply.Err(ErrnoFor(path.status()));
+      return;
+    }
+    Result<std::vector<std::string>> names = fs.origin->ListXattr(*path);
+    if (!names.ok()) {
+      if (XattrErrnoFor(names.status()) == ENOTSUP) {
+        ReplyXattrValue(reply, "", size);  // no xattrs is an empty list
+      } else {
+        reply.Err(ErrnoFor(names.status()));
+      }
+      return;
+    }
+    std::string packed;
+    for (const std::string& n : *names) {
+      packed.append(n);
+      packed.push_back('\0');
+    }
+    ReplyXattrValue(reply, packed, size);
+  });
+}
+
+void Access(fuse_req_t req, fuse_ino_t /*ino*/, int mask) {
+  Reply reply(req, "access");
+  // Without default_permissions the mount does not check modes (FUSE's usual
+  // model: only the mounting user, or all with allow_other); writes never.
+  RunOp(reply, [&] { reply.Err((mask & W_OK) ? EROFS : 0); });
+}
+
+fuse_lowlevel_ops MakeOps() {
+  fuse_lowlevel_ops ops{};
+  ops.init = Init;
+  ops.lookup = Lookup;
+  ops.forget = Forget;
+  ops.forget_multi = ForgetMulti;
+  ops.getattr = GetAttr;
+  ops.readlink = ReadLink;
+  ops.statfs = StatFs;
+  ops.getxattr = GetXattr;
+  ops.listxattr = ListXattr;
+  ops.access = Access;
+  ops.opendir = OpenDir;
+  ops.readdir = ReadDir;
+  ops.readdirplus = ReadDirPlus;
+  ops.releasedir = ReleaseDir;
+  ops.open = Open;
+  ops.read = Read;
+  ops.release = Release;
+  SetReadOnlyOps(&ops);
+  return ops;
+}
+
+}  // namespace
+
+Result<struct stat> AttrOf(FsContext& fs, const std::string& path) {
+  Result<struct stat> st = fs.origin->Stat(path);
+  if (st.ok() || !IsOriginUnavailable(st.status().code())) return st;
+  Result<ObjectCache::Opened> cached = fs.cache->Open(path, false);
+  if (!cached.ok() || !S_ISREG(cached->st.st_mode)) return st.status();
+  LOG_DEBUG("origin unreachable for '{}'; using the cached version's attributes", path);
+  return cached->st;
+}
+
+}  // namespace stoker::fuse_ops
+
+namespace stoker {
+
+const fuse_lowlevel_ops& StokerLowlevelOps() {
+  static const fuse_lowlevel_ops ops = fuse_ops::MakeOps();
+  return ops;
+}
+
+}  // namespace stoker

@@ -1,0 +1,110 @@
+// The FUSE low-level operations of a stoker mount and the state they share.
+// The adapters are thin: decode the request, call the inode table, the origin
+// (metadata) or the object cache (file data), map a failure through
+// ErrnoFor, make exactly one reply.
+//
+// Metadata (lookup, getattr, readdir, readlink, xattrs) comes from the origin,
+// so the mount shows the origin's tree exactly; entry and attribute timeouts
+// are the cache's revalidate interval. If the origin is unreachable, a file's
+// attributes fall back to what the cache knows of it (ObjectCache::Open), so
+// cached files stay readable. File data comes only from ObjectCache: reads
+// are answered with the descriptors it returns, spliced, never copied here.
+// Everything that would change the tree or a file fails with EROFS.
+//
+// Ownership: FsContext is owned by RunMount and outlives the session. Open
+// file and directory handles are heap objects whose address is fi->fh; they
+// are also tracked here so that handles the kernel never released (a lazy
+// unmount) are freed before the cache is closed.
+//
+// Thread-safety: the ops run on libfuse's worker threads, many at once;
+// FsContext's members are thread-safe or set before the session starts.
+#pragma once
+
+#define FUSE_USE_VERSION 314
+#include <fuse3/fuse_lowlevel.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "cache/object_cache.h"
+#include "cache/origin.h"
+#include "fs/control_files.h"
+#include "fs/inode_table.h"
+#include "fs/inval_notifier.h"
+
+namespace stoker {
+
+struct FileHandle {
+  std::shared_ptr<OpenFileState> file;  // origin files
+  std::string content;                  // virtual files: the snapshot taken at open
+  bool is_virtual = false;
+};
+
+struct DirHandle {
+  uint64_t dir_id = 0;
+  bool is_virtual = false;
+  std::vector<OriginDirEntry> entries;  // "." and ".." first, then the snapshot
+};
+
+// Handles given to the kernel and not yet released.
+template <typename T>
+class HandleSet {
+ public:
+  T* Add(std::unique_ptr<T> h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return *live_.insert(h.release()).first;
+  }
+  void Release(T* h) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      STOKER_CHECK(live_.erase(h) == 1, "release of an unknown handle");
+    }
+    delete h;
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.size();
+  }
+  // Frees every handle. REQUIRES: no request is being served.
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (T* h : live_) delete h;
+    live_.clear();
+  }
+  ~HandleSet() { Clear(); }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_set<T*> live_;  // GUARDED_BY(mu_)
+};
+
+struct FsContext {
+  FsContext(ObjectCache* cache, Origin* origin, ControlFiles* control, double timeout,
+            unsigned max_read)
+      : cache(cache), origin(origin), control(control), timeout(timeout), max_read(max_read) {}
+
+  ObjectCache* const cache;
+  Origin* const origin;
+  ControlFiles* const control;
+  const double timeout;     // entry and attribute timeout, seconds
+  const unsigned max_read;  // must match -o max_read
+  // Set before the session loop starts; may stay null (no invalidations).
+  InvalNotifier* notifier = nullptr;
+
+  InodeTable inodes{ControlFiles::kFirstDynamicId};
+  HandleSet<FileHandle> files;
+  HandleSet<DirHandle> dirs;
+  // What init() negotiated, for logs and stats.
+  std::atomic<unsigned> max_readahead{0};
+  std::atomic<bool> splice_write{false};
+};
+
+// The operation table; its userdata must be an FsContext*.
+const fuse_lowlevel_ops& StokerLowlevelOps();
+
+}  // namespace stoker

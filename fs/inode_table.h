@@ -1,0 +1,111 @@
+// InodeTable: the node ids this mount has handed to the kernel. A node names
+// one origin object by (parent node, name), so its path is rebuilt by walking
+// parents; no file descriptor is held, so a million looked-up files cost
+// memory, never descriptors (passthrough_ll runs out of fds at 20k files).
+//
+// Nodes are keyed by the origin's (st_dev, st_ino, file type): hard links share
+// one node, as the kernel expects of one inode. A hard-linked file reached by
+// another name is re-pointed at that name (the newest name is the likeliest
+// to still exist). Directories are re-pointed too, unless that would make a
+// node its own ancestor (a bind mount looping back inside the origin).
+// An inode number reused by the origin for a different type of object gets a
+// fresh node; the old one lives on, unkeyed, until the kernel forgets it.
+//
+// Lookup counts follow the FUSE protocol: each reply that gives a node id to
+// the kernel (lookup, create-less readdirplus entry) adds one; forget subtracts
+// what the kernel says. A node lives while the kernel holds lookups on it or a
+// child names it as parent (so the child's path stays buildable). Forgetting
+// more than was looked up is a broken invariant and aborts. Node ids are never
+// reused (a 64-bit counter), so generation is always 0.
+//
+// The root (kRootId) is never keyed and never removed. Ids in
+// [kRootId + 1, first_dynamic_id) are left to virtual nodes (control files);
+// the table never hands them out and refuses them in every call.
+//
+// Thread-safety: every method is thread-safe. One mutex guards all state
+// (counts included, so a forget is always re-checked against concurrent
+// lookups); it is a leaf lock: nothing is called out while it is held.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "util/status.h"
+
+namespace stoker {
+
+class InodeTable {
+ public:
+  static constexpr uint64_t kRootId = 1;  // FUSE_ROOT_ID
+
+  explicit InodeTable(uint64_t first_dynamic_id);
+  InodeTable(const InodeTable&) = delete;
+  InodeTable& operator=(const InodeTable&) = delete;
+
+  // The node for the entry `name` of directory `parent`, whose origin
+  // attributes are st, with one more lookup. ESTALE if parent is unknown.
+  // REQUIRES: IsValidComponent(name).
+  Result<uint64_t> Lookup(uint64_t parent, std::string_view name, const struct stat& st);
+
+  // Takes back nlookup lookups of id. Unknown ids (never handed out, or
+  // virtual) abort, as does going below zero. Forgetting the root is a no-op.
+  void Forget(uint64_t id, uint64_t nlookup);
+
+  struct NodeInfo {
+    std::string path;       // origin path, "" for the root
+    uint64_t origin_ino = 0;
+    uint64_t parent = 0;    // parent node id; the root is its own parent
+    uint64_t parent_origin_ino = 0;
+  };
+  // ESTALE if id is not a live node.
+  Result<NodeInfo> Info(uint64_t id) const;
+  Result<std::string> Path(uint64_t id) const;
+
+  // Sets the root's origin inode number (reported for "." and ".." entries).
+  void SetRootOriginIno(uint64_t ino);
+
+  // Live nodes, the root included.
+  size_t size() const;
+  // Current lookup count of id; 0 if id is not live. For tests and stats.
+  uint64_t LookupCount(uint64_t id) const;
+
+ private:
+  struct Key {
+    uint64_t dev;
+    uint64_t ino;
+    uint32_t type;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  struct Node {
+    uint64_t parent;
+    std::string name;
+    Key key;
+    bool keyed;            // by_origin_[key] == this node
+    uint64_t nlookup = 0;  // held by the kernel
+    uint64_t children = 0; // live nodes whose parent this is
+  };
+
+  // REQUIRES: mu_ held. True if `ancestor` is on the parent chain of id.
+  bool IsAncestorLocked(uint64_t ancestor, uint64_t id) const;
+  // REQUIRES: mu_ held. Removes id and then each parent that has become
+  // unreferenced.
+  void MaybeRemoveLocked(uint64_t id);
+  // REQUIRES: mu_ held.
+  std::string PathLocked(uint64_t id) const;
+
+  const uint64_t first_dynamic_id_;
+  mutable std::mutex mu_;
+  uint64_t next_id_;                                // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, Node> nodes_;        // GUARDED_BY(mu_)
+  std::unordered_map<Key, uint64_t, KeyHash> by_origin_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace stoker

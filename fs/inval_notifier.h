@@ -1,0 +1,54 @@
+// InvalNotifier: a thread that tells the kernel to drop what it caches of an
+// inode (fuse_lowlevel_notify_inval_inode), off the request path. A request
+// handler must never notify about the inode it is serving: the kernel may hold
+// that inode's locks while it waits for our reply, and the notification would
+// wait on them. So handlers queue, and this thread sends.
+//
+// Queued ids are deduplicated until sent. Stop() sends nothing more; if a
+// notification is stuck in the kernel (its inode's pages locked by requests the
+// stopped loop will never answer), Stop() waits a moment and then calls the
+// unblock function (which aborts the FUSE connection) so that it returns.
+//
+// Thread-safety: Invalidate() from any thread; Stop() once, from one thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+namespace stoker {
+
+class InvalNotifier {
+ public:
+  // notify(ino) returns 0 or a negative errno (-ENOENT: the kernel does not
+  // know the inode, which is fine).
+  using NotifyFn = std::function<int(uint64_t ino)>;
+  explicit InvalNotifier(NotifyFn notify);
+  ~InvalNotifier();  // Stop() without an unblock function
+  InvalNotifier(const InvalNotifier&) = delete;
+  InvalNotifier& operator=(const InvalNotifier&) = delete;
+
+  void Invalidate(uint64_t ino);
+  void Stop(const std::function<void()>& unblock = nullptr);
+
+  uint64_t sent() const;
+
+ private:
+  void Run();
+
+  NotifyFn notify_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<uint64_t> queue_;              // GUARDED_BY(mu_)
+  std::unordered_set<uint64_t> queued_;     // GUARDED_BY(mu_)
+  bool stopping_ = false;                   // GUARDED_BY(mu_)
+  bool in_call_ = false;                    // GUARDED_BY(mu_)
+  uint64_t sent_ = 0;                       // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace stoker

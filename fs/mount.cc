@@ -1,0 +1,267 @@
+// RunMount: validate, open the cache, mount, serve, unmount, close the cache.
+// Shutdown order matters and is written out in Serve(): nothing that can send
+// to the session (control socket's warm requests, the notifier) outlives it,
+// and the cache is closed only after every handle that refers to it is gone.
+#include "fs/mount.h"
+
+#include <sys/stat.h>
+#include <csignal>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/object_cache.h"
+#include "cache/origin.h"
+#include "fs/control_files.h"
+#include "fs/control_requests.h"
+#include "fs/control_socket.h"
+#include "fs/fuse_ops.h"
+#include "fs/inval_notifier.h"
+#include "fs/mountpoint.h"
+#include "util/log.h"
+
+namespace stoker {
+
+namespace {
+
+constexpr unsigned kMaxRead = 1u << 20;
+constexpr unsigned kReadaheadKb = 4096;
+
+// The one line RunMount owes the CLI on ready_fd: "ok" or "error: why".
+class ReadyLine {
+ public:
+  explicit ReadyLine(int fd) : fd_(fd) {}
+  ~ReadyLine() { Send("error: stoker exited before the mount was ready"); }
+  void Send(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_ < 0) return;
+    const std::string text = line + "\n";
+    (void)!write(fd_, text.data(), text.size());
+    close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  std::mutex mu_;
+  int fd_;  // GUARDED_BY(mu_)
+};
+
+void LogFromFuse(enum fuse_log_level level, const char* fmt, va_list ap) {
+  char buf[1024];
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  size_t n = strlen(buf);
+  while (n > 0 && buf[n - 1] == '\n') buf[--n] = '\0';
+  if (level <= FUSE_LOG_ERR) {
+    LOG_ERROR("libfuse: {}", buf);
+  } else if (level <= FUSE_LOG_NOTICE) {
+    LOG_INFO("libfuse: {}", buf);
+  } else {
+    LOG_DEBUG("libfuse: {}", buf);
+  }
+}
+
+// A value inside a -o list: ',' and '\' are libfuse's separators and escape.
+std::string EscapeOption(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == ',' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The user may set max_read; init() must then ask for the same value.
+unsigned MaxReadFrom(const std::vector<std::string>& fuse_options) {
+  unsigned value = kMaxRead;
+  for (const std::string& group : fuse_options) {
+    size_t start = 0;
+    while (start <= group.size()) {
+      size_t comma = group.find(',', start);
+      if (comma == std::string::npos) comma = group.size();
+      const std::string opt = group.substr(start, comma - start);
+      if (opt.rfind("max_read=", 0) == 0) value = std::strtoul(opt.c_str() + 9, nullptr, 10);
+      start = comma + 1;
+    }
+  }
+  return value;
+}
+
+struct Args {
+  std::vector<std::string> strings;
+  std::vector<char*> argv;
+  fuse_args Get() {
+    argv.clear();
+    for (std::string& s : strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    return FUSE_ARGS_INIT(static_cast<int>(strings.size()), argv.data());
+  }
+};
+
+Args FuseArgs(const MountOptions& options, const std::string& fsname) {
+  Args a;
+  a.strings = {"stoker", "-o",
+               "fsname=stoker:" + EscapeOption(fsname) +
+                   ",subtype=stoker,max_read=" + std::to_string(kMaxRead)};
+  for (const std::string& o : options.fuse_options) {
+    a.strings.push_back("-o");
+    a.strings.push_back(o);
+  }
+  a.strings.push_back("-o");
+  a.strings.push_back("ro");  // last, so that no user option makes it writable
+  return a;
+}
+
+std::string FsName(const std::string& origin) {
+  char resolved[PATH_MAX];
+  return realpath(origin.c_str(), resolved) ? std::string(resolved) : origin;
+}
+
+// Everything after fuse_session_new succeeded. Returns the loop's status.
+Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_session* se,
+             FsContext& fs, ObjectCache& cache, ReadyLine& ready,
+             const std::function<nlohmann::json()>& stats) {
+  InvalNotifier notifier(
+      [se](uint64_t ino) { return fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); });
+  fs.notifier = &notifier;
+
+  if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
+    return Status::Error(EIO, "could not mount at '" + mountpoint + "' (see the libfuse message)");
+  }
+
+  std::unique_ptr<ControlSocket> control;
+  Result<std::unique_ptr<ControlSocket>> sock = ControlSocket::Start(
+      options.cache.dir + "/control.sock", [&cache, &mountpoint, &stats](const nlohmann::json& r) {
+        return HandleControlRequest(r, cache, mountpoint, stats);
+      });
+  if (sock.ok()) {
+    control = std::move(sock).value();
+  } else {
+    LOG_WARN("no control socket ({}); `stoker warm` will not reach this mount",
+             sock.status().message());
+  }
+
+  // The mount is live once the kernel has finished INIT and answered a stat
+  // through us; only then raise read-ahead (INIT would cap it again) and
+  // tell the CLI. stat() here waits for the loop started below.
+  std::atomic<dev_t> dev{0};
+  std::thread readiness([&] {
+    struct stat st;
+    if (stat(mountpoint.c_str(), &st) != 0) {
+      ready.Send(std::string("error: the mount did not come up: ") + std::strerror(errno));
+      return;
+    }
+    dev = st.st_dev;
+    if (!RaiseReadahead(st.st_dev, kReadaheadKb)) {
+      LOG_DEBUG("could not raise read-ahead to {} KiB", kReadaheadKb);
+    }
+    LOG_INFO("mounted {} at {}", fs.origin->Describe(), mountpoint);
+    ready.Send("ok");
+  });
+
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(cfg, 1);
+  if (options.fuse_threads > 0) {
+    fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(options.fuse_threads));
+    fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(options.fuse_threads));
+  }
+  const int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  LOG_INFO("unmounting {}", mountpoint);
+
+  // No new warm requests into the cache, no notification into a dying
+  // session (a stuck one is freed by aborting the connection).
+  control.reset();
+  notifier.Stop([&dev] {
+    if (dev != 0) AbortFuseConnection(dev);
+  });
+  fs.notifier = nullptr;
+  fuse_session_unmount(se);  // also unblocks a readiness stat() still waiting
+  readiness.join();
+  if (rc < 0) return Status::FromErrno(-rc, "FUSE session loop");
+  return Status::OK();
+}
+
+Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
+  const auto started = std::chrono::steady_clock::now();
+  STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, PrepareMountpoint(options.mountpoint));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> origin, MakeOrigin(options.origin));
+  STOKER_RETURN_IF_ERROR(CheckNesting(options.origin, mountpoint, options.cache.dir));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
+                          ObjectCache::Open(options.cache, origin));
+
+  FsContext* fs_ptr = nullptr;  // the stats source needs the context it lives in
+  const std::string control_socket = options.cache.dir + "/control.sock";
+  std::function<nlohmann::json()> stats = [&]() {
+    nlohmann::json j = cache->Stats();
+    if (!j.is_object()) j = nlohmann::json{{"cache", j}};
+    j["mountpoint"] = mountpoint;
+    j["origin"] = origin->Describe();
+    j["cache_dir"] = options.cache.dir;
+    j["control_socket"] = control_socket;
+    j["pid"] = getpid();
+    j["uptime_seconds"] = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::steady_clock::now() - started)
+                              .count();
+    if (fs_ptr != nullptr) {
+      j["open_files"] = fs_ptr->files.size();
+      j["open_dirs"] = fs_ptr->dirs.size();
+      j["inodes"] = fs_ptr->inodes.size();
+    }
+    return j;
+  };
+  ControlFiles control(stats);
+  auto fs = std::make_unique<FsContext>(cache.get(), origin.get(), &control,
+                                        static_cast<double>(options.cache.revalidate_seconds),
+                                        MaxReadFrom(options.fuse_options));
+  fs_ptr = fs.get();
+  if (Result<struct stat> root = origin->Stat(""); root.ok()) {
+    fs->inodes.SetRootOriginIno(root->st_ino);
+  }
+
+  fuse_set_log_func(LogFromFuse);
+  Args args = FuseArgs(options, FsName(options.origin));
+  fuse_args fargs = args.Get();
+  const fuse_lowlevel_ops& ops = StokerLowlevelOps();
+  fuse_session* se = fuse_session_new(&fargs, &ops, sizeof(ops), fs.get());
+  fuse_opt_free_args(&fargs);
+  if (se == nullptr) return Status::Invalid("invalid FUSE options (see the libfuse message)");
+  // libfuse leaves an ignored signal ignored, and a daemon started from a
+  // script's background job inherits SIGINT ignored; these must unmount.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    return Status::Error(EIO, "could not install signal handlers");
+  }
+
+  Status st = Serve(options, mountpoint, se, *fs, *cache, ready, stats);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  // Handles the kernel never released refer to the cache: free them first.
+  fs->files.Clear();
+  fs->dirs.Clear();
+  fs_ptr = nullptr;
+  cache.reset();  // stops the cache's threads, flushes the index
+  if (st.ok()) LOG_INFO("unmounted {}", mountpoint);
+  return st;
+}
+
+}  // namespace
+
+Status RunMount(const MountOptions& options) {
+  if (spdlog::level::from_str(options.log_level) != spdlog::level::off ||
+      options.log_level == "off") {
+    spdlog::set_level(spdlog::level::from_str(options.log_level));
+  }
+  ReadyLine ready(options.ready_fd);
+  Status st = RunMountImpl(options, ready);
+  if (!st.ok()) ready.Send("error: " + st.message());
+  return st;
+}
+
+}  // namespace stoker

@@ -1,0 +1,343 @@
+// `stoker mount`: checks the arguments, then either serves in the foreground
+// or forks a daemon and returns once the daemon says the mount is live.
+//
+// The parent/daemon handshake: a pipe whose write end RunMount gets as
+// ready_fd. The parent reads one line: "ok" means live; "error: <why>" or EOF
+// (the daemon died) means no mount, and the parent makes sure nothing stale
+// is left at the mountpoint before it reports the error.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "mount-tools/commands.h"
+#include "mount-tools/mountpoint.h"
+#include "util/log.h"
+#include "util/size.h"
+
+namespace stoker {
+namespace {
+
+// How long a daemon that reported an error gets to exit before it is killed.
+constexpr int kDaemonExitWaitMs = 10000;
+
+std::string MakeAbsolute(const std::string& path) {
+  if (path.find("://") != std::string::npos) return path;  // later: s3://, http(s)://
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) p = path;
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+Result<uint64_t> ParseSizeFlag(const std::string& flag, const std::string& text) {
+  auto r = ParseSize(text);
+  if (!r.ok()) return Status::Invalid(flag + ": " + r.status().message());
+  return r;
+}
+
+// mkdir -p with 0700 for what it creates.
+Status MakeDirs(const std::string& dir) {
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    size_t next = dir.find('/', pos + 1);
+    partial = dir.substr(0, next);
+    pos = next;
+    if (partial.empty() || partial == "/") continue;
+    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+      std::string where = partial == dir ? "" : ": '" + partial + "'";
+      return Status::FromErrno("cache dir '" + dir + "' cannot be created" + where);
+    }
+  }
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) return Status::FromErrno("cache dir '" + dir + "'");
+  if (!S_ISDIR(st.st_mode)) return Status::Invalid("cache dir '" + dir + "' is not a directory");
+  return Status::OK();
+}
+
+void WriteLine(int fd, const std::string& line) {
+  std::string s = line + "\n";
+  const char* p = s.data();
+  size_t left = s.size();
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+Status StartLogging(const std::string& path, const std::string& level) {
+  try {
+    InitLogging(path, level);
+  } catch (const std::exception& e) {
+    return Status::IOError("cannot start logging to '" + path + "': " + e.what());
+  }
+  return Status::OK();
+}
+
+int RunForeground(const MountOptions& options, const std::string& log_file) {
+  if (Status st = StartLogging(log_file, options.log_level); !st.ok()) {
+    PrintError(st.message());
+    return kExitFailure;
+  }
+  Status st = RunMount(options);
+  spdlog::shutdown();
+  if (!st.ok()) {
+    PrintError(st.message());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+// In the forked child. Returns the process's exit code.
+int RunDaemonChild(MountOptions options, const std::string& log_file, int ready_fd) {
+  setsid();
+  // A reader that went away (the parent, a control-socket client) must not
+  // kill the daemon.
+  signal(SIGPIPE, SIG_IGN);
+  auto fail = [&](const std::string& why) {
+    WriteLine(ready_fd, "error: " + why);
+    return kExitFailure;
+  };
+  if (Status st = MakeDirs(options.cache.dir); !st.ok()) return fail(st.message());
+  std::string log_path = log_file.empty() ? options.cache.dir + "/stoker.log" : log_file;
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log_fd < 0) return fail(Status::FromErrno("log file '" + log_path + "'").message());
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+  // stdout/stderr go to the log too, so that a crash message is kept.
+  dup2(log_fd, STDOUT_FILENO);
+  dup2(log_fd, STDERR_FILENO);
+  if (Status st = StartLogging(log_path, options.log_level); !st.ok()) return fail(st.message());
+  if (chdir("/") != 0) return fail(Status::FromErrno("chdir /").message());
+
+  // RunMount closes ready_fd once it has said "ok" or "error"; our copy lets
+  // us report an error it returned without writing (or after writing, where
+  // the parent reads only the first line anyway).
+  int report_fd = fcntl(ready_fd, F_DUPFD_CLOEXEC, 3);
+  options.ready_fd = ready_fd;
+  Status st = RunMount(options);
+  if (!st.ok()) {
+    LOG_ERROR("mount failed: {}", st.message());
+    if (report_fd >= 0) WriteLine(report_fd, "error: " + st.message());
+  } else {
+    LOG_INFO("daemon exiting after clean unmount");
+  }
+  if (report_fd >= 0) close(report_fd);
+  spdlog::shutdown();
+  return st.ok() ? kExitOk : kExitFailure;
+}
+
+// Reads the handshake line ("" at EOF without one).
+std::string ReadHandshake(int fd) {
+  std::string line;
+  char c;
+  for (;;) {
+    ssize_t n = read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || c == '\n') break;
+    line += c;
+  }
+  return line;
+}
+
+// Waits for the child, killing it if it lingers; returns its wait status.
+int ReapChild(pid_t pid) {
+  int wstatus = 0;
+  for (int waited = 0;; waited += 20) {
+    pid_t r = waitpid(pid, &wstatus, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return wstatus;
+    if (waited >= kDaemonExitWaitMs) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+      }
+      return wstatus;
+    }
+    usleep(20000);
+  }
+}
+
+// After the daemon died: a FUSE mount left at the mountpoint whose daemon is
+// gone (every access ENOTCONN) is ours; clear it. A live mount is not ours.
+void ClearStaleMount(const std::string& mountpoint) {
+  auto mounts = ReadMountInfo();
+  if (!mounts.ok()) return;
+  auto m = FindMountAt(*mounts, mountpoint);
+  if (!m || !IsFuseFsType(m->fstype) || !IsDeadFuseMount(mountpoint)) return;
+  if (Status s = UnmountFuse(mountpoint, /*lazy=*/true); !s.ok()) {
+    PrintError("could not clear the stale mount at '" + mountpoint + "': " + s.message());
+  }
+}
+
+int RunDaemonized(const MountOptions& options, const std::string& log_file) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    PrintError(Status::FromErrno("pipe").message());
+    return kExitFailure;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    PrintError(Status::FromErrno("fork").message());
+    return kExitFailure;
+  }
+  if (pid == 0) {
+    close(pipefd[0]);
+    return RunDaemonChild(options, log_file, pipefd[1]);
+  }
+  close(pipefd[1]);
+  std::string line = ReadHandshake(pipefd[0]);
+  close(pipefd[0]);
+  if (line == "ok") return kExitOk;
+
+  std::string why;
+  if (line.rfind("error: ", 0) == 0) {
+    why = line.substr(7);
+  } else if (!line.empty()) {
+    why = "unexpected reply from the daemon: '" + line + "'";
+  }
+  int wstatus = ReapChild(pid);
+  if (why.empty()) {
+    std::string how = WIFSIGNALED(wstatus)
+                          ? std::string("was killed by signal ") + strsignal(WTERMSIG(wstatus))
+                          : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
+    std::string log_path = log_file.empty() ? options.cache.dir + "/stoker.log" : log_file;
+    why = "the daemon " + how + " before the mount was live (see " + log_path + ")";
+  }
+  ClearStaleMount(options.mountpoint);
+  PrintError(why);
+  return kExitFailure;
+}
+
+}  // namespace
+
+std::vector<std::string> SplitFuseOptions(const std::vector<std::string>& raw) {
+  std::vector<std::string> out;
+  for (const auto& group : raw) {
+    size_t start = 0;
+    while (start <= group.size()) {
+      size_t comma = group.find(',', start);
+      if (comma == std::string::npos) comma = group.size();
+      if (comma > start) out.push_back(group.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+Result<MountOptions> ToMountOptions(const MountArgs& args) {
+  MountOptions o;
+  if (args.origin.empty()) return Status::Invalid("ORIGIN is empty");
+  if (args.mountpoint.empty()) return Status::Invalid("MOUNTPOINT is empty");
+  if (args.cache_dir.empty()) return Status::Invalid("--cache is empty");
+  o.origin = MakeAbsolute(args.origin);
+  o.mountpoint = MakeAbsolute(args.mountpoint);
+  o.cache.dir = MakeAbsolute(args.cache_dir);
+
+  STOKER_ASSIGN_OR_RETURN(o.cache.chunk_size, ParseSizeFlag("--chunk-size", args.chunk_size));
+  STOKER_ASSIGN_OR_RETURN(o.cache.capacity_bytes, ParseSizeFlag("--cache-size", args.cache_size));
+  STOKER_ASSIGN_OR_RETURN(o.cache.prefetch_bytes, ParseSizeFlag("--prefetch", args.prefetch));
+  uint64_t chunk = o.cache.chunk_size;
+  if (chunk < kMinChunkSize || chunk > kMaxChunkSize) {
+    return Status::Invalid("--chunk-size " + args.chunk_size + ": must be between " +
+                           FormatSize(kMinChunkSize) + " and " + FormatSize(kMaxChunkSize));
+  }
+  if (chunk % 4096 != 0) {
+    return Status::Invalid("--chunk-size " + args.chunk_size + ": must be a multiple of 4 KiB");
+  }
+  if (o.cache.capacity_bytes / kMinChunksInCache < chunk) {
+    return Status::Invalid("--cache-size " + args.cache_size + ": must hold at least " +
+                           std::to_string(kMinChunksInCache) + " chunks (" +
+                           FormatSize(kMinChunksInCache * chunk) + " with a chunk size of " +
+                           FormatSize(chunk) + ")");
+  }
+  const std::string& rv = args.revalidate;
+  if (rv.empty() || rv.size() > 19 || rv.find_first_not_of("0123456789") != std::string::npos) {
+    return Status::Invalid("--revalidate " + rv + ": expected a whole number of seconds");
+  }
+  o.cache.revalidate_seconds = std::stoull(rv);
+
+  if (args.io_backend == "auto") {
+    o.cache.io_backend = IoBackendKind::kAuto;
+  } else if (args.io_backend == "io_uring") {
+    o.cache.io_backend = IoBackendKind::kUring;
+  } else if (args.io_backend == "syscall") {
+    o.cache.io_backend = IoBackendKind::kSyscall;
+  } else {
+    return Status::Invalid("--io-backend " + args.io_backend +
+                           ": must be auto, io_uring or syscall");
+  }
+  static const char* kLevels[] = {"error", "warn", "info", "debug"};
+  bool level_ok = false;
+  for (const char* l : kLevels) level_ok = level_ok || args.log_level == l;
+  if (!level_ok) {
+    return Status::Invalid("--log-level " + args.log_level +
+                           ": must be error, warn, info or debug");
+  }
+  o.log_level = args.log_level;
+  o.fuse_options = SplitFuseOptions(args.fuse_options);
+  return o;
+}
+
+Subcommand AddMountCommand(CLI::App& root) {
+  auto args = std::make_shared<MountArgs>();
+  CLI::App* app = root.add_subcommand(
+      "mount", "Mount ORIGIN at MOUNTPOINT, read-only, with an SSD cache in front of it");
+  app->add_option("ORIGIN", args->origin, "Directory to overlay (an HDD or NFS/SMB mount)")
+      ->required();
+  app->add_option("MOUNTPOINT", args->mountpoint, "Empty directory to mount on")->required();
+  app->add_option("--cache", args->cache_dir,
+                  "Cache directory on the SSD (created 0700 if missing)")
+      ->required();
+  app->add_option("--cache-size", args->cache_size,
+                  "Bound on the cache's space on disk: 512M, 200G, bytes")
+      ->capture_default_str();
+  app->add_option("--chunk-size", args->chunk_size,
+                  "Unit of fetching and caching, 64K..64M, a multiple of 4K")
+      ->capture_default_str();
+  app->add_option("--revalidate", args->revalidate,
+                  "Seconds after which an open re-checks the origin file (0 = every open)")
+      ->capture_default_str();
+  app->add_option("--prefetch", args->prefetch,
+                  "Bytes to read ahead of a sequential reader (0 disables)")
+      ->capture_default_str();
+  app->add_flag("-f,--foreground", args->foreground,
+                "Serve in this process, logging to stderr, until unmounted");
+  app->add_option("-o", args->fuse_options,
+                  "FUSE mount options, passed through (allow_other,default_permissions); "
+                  "repeatable")
+      ->allow_extra_args(false);
+  app->add_option("--io-backend", args->io_backend, "auto, io_uring or syscall")
+      ->capture_default_str();
+  app->add_option("--log-level", args->log_level, "error, warn, info or debug")
+      ->capture_default_str();
+  app->add_option("--log-file", args->log_file,
+                  "Log here instead of CACHE_DIR/stoker.log (or stderr with --foreground)");
+  return {
+      app, [args] {
+        auto options = ToMountOptions(*args);
+        if (!options.ok()) {
+          PrintError(options.status().message());
+          return kExitUsage;
+        }
+        if (geteuid() != 0 && !HaveFusermount3()) {
+          PrintError("fusermount3 not found on PATH; mounting as a user needs it (package fuse3)");
+          return kExitFailure;
+        }
+        std::string log_file = args->log_file.empty() ? "" : MakeAbsolute(args->log_file);
+        return args->foreground ? RunForeground(*options, log_file)
+                                : RunDaemonized(*options, log_file);
+      }};
+}
+
+}  // namespace stoker

@@ -1,0 +1,139 @@
+// `stoker stat`: what the daemon of a mount thinks, from its stats.json,
+// either as the JSON itself or as a table for people.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "mount-tools/commands.h"
+#include "mount-tools/mountpoint.h"
+#include "util/size.h"
+
+namespace stoker {
+namespace {
+
+std::optional<uint64_t> Count(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_number_integer()) {
+    int64_t v = it->get<int64_t>();
+    return v < 0 ? std::nullopt : std::optional<uint64_t>(static_cast<uint64_t>(v));
+  }
+  if (it->is_number_float()) {
+    double v = it->get<double>();
+    return v < 0 ? std::nullopt : std::optional<uint64_t>(static_cast<uint64_t>(std::llround(v)));
+  }
+  return std::nullopt;
+}
+
+std::string Text(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return "-";
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+std::string Number(const nlohmann::json& j, const char* key) {
+  auto v = Count(j, key);
+  return v ? std::to_string(*v) : "-";
+}
+
+std::string Size(const nlohmann::json& j, const char* key) {
+  auto v = Count(j, key);
+  return v ? FormatSize(*v) : "-";
+}
+
+std::string Percent(uint64_t part, uint64_t whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%",
+                100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return buf;
+}
+
+int RunStat(const std::string& path, bool json) {
+  auto root = FindMountRoot(path);
+  if (!root.ok()) {
+    PrintError(root.status().message());
+    return kExitFailure;
+  }
+  auto stats = ReadStatsFile(*root);
+  if (!stats.ok()) {
+    PrintError(stats.status().message());
+    return kExitFailure;
+  }
+  if (json) {
+    std::fputs(stats->text.c_str(), stdout);
+    if (stats->text.empty() || stats->text.back() != '\n') std::fputc('\n', stdout);
+  } else {
+    std::fputs(FormatStats(stats->json).c_str(), stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::string FormatStats(const nlohmann::json& s) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  rows.emplace_back("origin", Text(s, "origin"));
+  rows.emplace_back("cache dir", Text(s, "cache_dir"));
+
+  auto used = Count(s, "cache_used_bytes");
+  auto cap = Count(s, "cache_capacity_bytes");
+  std::string usage = Size(s, "cache_used_bytes") + " of " + Size(s, "cache_capacity_bytes");
+  if (used && cap && *cap > 0) usage += " (" + Percent(*used, *cap) + ")";
+  rows.emplace_back("cache used", usage);
+  rows.emplace_back("objects", Number(s, "objects"));
+  rows.emplace_back("chunks", Number(s, "chunks"));
+
+  rows.emplace_back("bytes read", Size(s, "bytes_read"));
+  rows.emplace_back("hit bytes", Size(s, "cache_hit_bytes"));
+  auto read = Count(s, "bytes_read");
+  auto hit = Count(s, "cache_hit_bytes");
+  rows.emplace_back("hit ratio", read && hit && *read > 0 ? Percent(*hit, *read) : "-");
+  rows.emplace_back("origin bytes", Size(s, "origin_bytes_read"));
+  rows.emplace_back("evicted", Size(s, "evicted_bytes"));
+  rows.emplace_back("revalidations", Number(s, "revalidations"));
+  rows.emplace_back("origin changes", Number(s, "origin_changes"));
+  rows.emplace_back("checksum fails", Number(s, "checksum_failures"));
+  std::string errors = Number(s, "errors");
+  if (auto oe = Count(s, "origin_errors"); oe && *oe > 0) {
+    errors += " (" + std::to_string(*oe) + " origin errors)";
+  }
+  rows.emplace_back("errors", errors);
+
+  auto queued = Count(s, "warm_files_queued");
+  auto done = Count(s, "warm_files_done");
+  std::string warm = "-";
+  if (queued && *queued == 0) {
+    warm = "nothing queued";
+  } else if (queued) {
+    warm = (done ? std::to_string(*done) : "?") + " of " + std::to_string(*queued) +
+           " files done, " + Size(s, "warm_bytes") + " fetched";
+  }
+  rows.emplace_back("warm", warm);
+  rows.emplace_back("io backend", Text(s, "io_backend"));
+
+  size_t width = 0;
+  for (const auto& r : rows) width = std::max(width, r.first.size());
+  std::string out;
+  for (const auto& r : rows) {
+    out += r.first + std::string(width + 2 - r.first.size(), ' ') + r.second + "\n";
+  }
+  return out;
+}
+
+Subcommand AddStatCommand(CLI::App& root) {
+  struct Args {
+    std::string path;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* app = root.add_subcommand("stat", "Show a mount's cache statistics");
+  app->add_option("MOUNTPOINT", args->path, "The mount, or any path under it")->required();
+  app->add_flag("--json", args->json, "Print MOUNTPOINT/.stoker/stats.json as it is");
+  return {app, [args] { return RunStat(args->path, args->json); }};
+}
+
+}  // namespace stoker

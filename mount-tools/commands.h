@@ -1,0 +1,99 @@
+// The stoker CLI's subcommands. Each Add*Command registers one CLI11
+// subcommand on the root app and returns what main runs once parsing chose it.
+// The pure pieces (argument checks, formatting) are declared here too so that
+// unit tests reach them without running a command.
+//
+// Exit codes, for every subcommand: 0 success; 1 a failure of the world
+// (could not mount, not a stoker mount, fsck found problems); 2 a usage error
+// (bad argument) or, for fsck, "could not check". Errors are one line on
+// stderr: "stoker: error: <what>".
+//
+// Thread-safety: single-threaded; the CLI runs one command per process.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cache/fsck.h"
+#include "fs/mount.h"
+#include "util/status.h"
+
+namespace stoker {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Subcommand AddMountCommand(CLI::App& root);
+Subcommand AddUnmountCommand(CLI::App& root);
+Subcommand AddStatCommand(CLI::App& root);
+Subcommand AddFsckCommand(CLI::App& root);
+Subcommand AddWarmCommand(CLI::App& root);
+
+// Prints "stoker: error: <message>" on stderr.
+inline void PrintError(const std::string& message) {
+  std::fprintf(stderr, "stoker: error: %s\n", message.c_str());
+}
+
+// --- mount -----------------------------------------------------------------
+
+// What `stoker mount` was given, as text, before checking.
+struct MountArgs {
+  std::string origin;
+  std::string mountpoint;
+  std::string cache_dir;
+  std::string cache_size = "10G";
+  std::string chunk_size = "1M";
+  std::string revalidate = "60";  // seconds
+  std::string prefetch = "8M";
+  std::vector<std::string> fuse_options;  // as given; comma lists not yet split
+  std::string io_backend = "auto";
+  std::string log_level = "info";
+  std::string log_file;
+  bool foreground = false;
+};
+
+// Chunk sizes the cache accepts: a multiple of 4096 in [64 KiB, 64 MiB].
+inline constexpr uint64_t kMinChunkSize = 64ull << 10;
+inline constexpr uint64_t kMaxChunkSize = 64ull << 20;
+inline constexpr uint64_t kMinChunksInCache = 4;
+
+// Splits "-o a,b -o c" into {"a", "b", "c"}, dropping empty items.
+std::vector<std::string> SplitFuseOptions(const std::vector<std::string>& raw);
+
+// Checks and converts; EINVAL with a one-line message naming the bad
+// argument. Paths are made absolute (the daemon changes to /) but not
+// resolved: the mountpoint may be stale.
+Result<MountOptions> ToMountOptions(const MountArgs& args);
+
+// --- stat ------------------------------------------------------------------
+
+// The human table for a stats.json object. Missing fields print as "-".
+std::string FormatStats(const nlohmann::json& stats);
+
+// --- fsck ------------------------------------------------------------------
+
+// The summary for people; at most max_problems problem lines are listed.
+std::string FormatFsckReport(const FsckReport& report, bool repair, size_t max_problems);
+
+// --- warm ------------------------------------------------------------------
+
+// The request sent to CACHE_DIR/control.sock; rel_path is relative to the
+// mount root ("" = all of it).
+nlohmann::json WarmRequest(const std::string& rel_path);
+
+// OK for {"ok":true,...}; otherwise the daemon's error, or EPROTO for an
+// answer that is not of that shape.
+Status ParseControlReply(const nlohmann::json& answer);
+
+}  // namespace stoker

@@ -1,0 +1,128 @@
+// What stat, fsck and warm print and send.
+#include <gtest/gtest.h>
+
+#include "mount-tools/commands.h"
+
+namespace stoker {
+namespace {
+
+// The value printed on the row labelled label ("" if there is none).
+std::string Row(const std::string& table, const std::string& label) {
+  size_t pos = 0;
+  while (pos < table.size()) {
+    size_t end = table.find('\n', pos);
+    std::string line = table.substr(pos, end - pos);
+    if (line.rfind(label + "  ", 0) == 0) {
+      size_t v = line.find_first_not_of(' ', label.size());
+      return line.substr(v);
+    }
+    pos = end + 1;
+  }
+  return "";
+}
+
+TEST(FormatStats, PrintsEveryRowForPeople) {
+  nlohmann::json s = {{"origin", "local:/nas/data"},
+                      {"cache_dir", "/ssd/c"},
+                      {"cache_used_bytes", 512ull << 20},
+                      {"cache_capacity_bytes", 2ull << 30},
+                      {"objects", 12},
+                      {"chunks", 80},
+                      {"bytes_read", 200ull << 20},
+                      {"cache_hit_bytes", 150ull << 20},
+                      {"origin_bytes_read", 50ull << 20},
+                      {"evicted_bytes", 0},
+                      {"revalidations", 7},
+                      {"origin_changes", 1},
+                      {"checksum_failures", 2},
+                      {"errors", 3},
+                      {"origin_errors", 3},
+                      {"warm_files_queued", 5},
+                      {"warm_files_done", 3},
+                      {"warm_bytes", 12ull << 20},
+                      {"io_backend", "io_uring"}};
+  std::string t = FormatStats(s);
+  EXPECT_EQ(Row(t, "origin"), "local:/nas/data");
+  EXPECT_EQ(Row(t, "cache dir"), "/ssd/c");
+  EXPECT_EQ(Row(t, "cache used"), "512 MiB of 2.00 GiB (25.0%)");
+  EXPECT_EQ(Row(t, "objects"), "12");
+  EXPECT_EQ(Row(t, "chunks"), "80");
+  EXPECT_EQ(Row(t, "bytes read"), "200 MiB");
+  EXPECT_EQ(Row(t, "hit bytes"), "150 MiB");
+  EXPECT_EQ(Row(t, "hit ratio"), "75.0%");
+  EXPECT_EQ(Row(t, "origin bytes"), "50.0 MiB");
+  EXPECT_EQ(Row(t, "evicted"), "0 B");
+  EXPECT_EQ(Row(t, "revalidations"), "7");
+  EXPECT_EQ(Row(t, "origin changes"), "1");
+  EXPECT_EQ(Row(t, "checksum fails"), "2");
+  EXPECT_EQ(Row(t, "errors"), "3 (3 origin errors)");
+  EXPECT_EQ(Row(t, "warm"), "3 of 5 files done, 12.0 MiB fetched");
+  EXPECT_EQ(Row(t, "io backend"), "io_uring");
+}
+
+TEST(FormatStats, MissingFieldsAndNothingReadPrintDashes) {
+  std::string t = FormatStats(nlohmann::json{{"bytes_read", 0}, {"cache_hit_bytes", 0}});
+  EXPECT_EQ(Row(t, "origin"), "-");
+  EXPECT_EQ(Row(t, "cache used"), "- of -");
+  EXPECT_EQ(Row(t, "hit ratio"), "-");  // no division by zero
+  EXPECT_EQ(Row(t, "bytes read"), "0 B");
+  EXPECT_EQ(Row(t, "warm"), "-");
+  EXPECT_EQ(Row(t, "errors"), "-");
+}
+
+TEST(FormatStats, IdleWarmAndZeroCapacity) {
+  std::string t = FormatStats(nlohmann::json{
+      {"warm_files_queued", 0}, {"cache_used_bytes", 0}, {"cache_capacity_bytes", 0}});
+  EXPECT_EQ(Row(t, "warm"), "nothing queued");
+  EXPECT_EQ(Row(t, "cache used"), "0 B of 0 B");
+}
+
+TEST(FormatFsckReport, Clean) {
+  FsckReport r;
+  r.objects = 3;
+  r.chunks = 10;
+  r.bytes_checked = 10ull << 20;
+  EXPECT_EQ(FormatFsckReport(r, false, 20), "checked 3 objects, 10 chunks (10.0 MiB)\nclean\n");
+}
+
+TEST(FormatFsckReport, ListsProblemsCapped) {
+  FsckReport r;
+  r.bad_checksums = 2;
+  r.orphan_files = 1;
+  r.usage_mismatch = true;
+  for (int i = 0; i < 5; ++i) r.problems.push_back("problem " + std::to_string(i));
+  std::string out = FormatFsckReport(r, false, 3);
+  EXPECT_NE(out.find("problems: 2 bad checksums, 1 orphan data files, usage record wrong\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  problem 2\n"), std::string::npos);
+  EXPECT_EQ(out.find("problem 3"), std::string::npos);
+  EXPECT_NE(out.find("... and 2 more"), std::string::npos);
+  EXPECT_NE(out.find("--repair"), std::string::npos);
+
+  r.repaired = 4;
+  std::string repaired = FormatFsckReport(r, true, 20);
+  EXPECT_NE(repaired.find("repaired 4\n"), std::string::npos) << repaired;
+  EXPECT_NE(repaired.find("problem 4"), std::string::npos);
+}
+
+TEST(WarmRequest, NamesOpAndPath) {
+  nlohmann::json j = WarmRequest("dir with \"quotes\"/f");
+  EXPECT_EQ(j, (nlohmann::json{{"op", "warm"}, {"path", "dir with \"quotes\"/f"}}));
+  EXPECT_EQ(WarmRequest("")["path"], "");
+}
+
+TEST(ParseControlReply, OkErrorAndGarbage) {
+  using nlohmann::json;
+  EXPECT_TRUE(ParseControlReply(json::parse(R"({"ok":true,"queued":3})")).ok());
+  Status no = ParseControlReply(json::parse(R"({"ok":false,"error":"no such file: x"})"));
+  ASSERT_FALSE(no.ok());
+  EXPECT_EQ(no.message(), "no such file: x");
+  EXPECT_FALSE(ParseControlReply(json::parse(R"({"ok":false})")).ok());
+  EXPECT_EQ(ParseControlReply(json()).code(), EPROTO);
+  EXPECT_EQ(ParseControlReply(json::parse("[1]")).code(), EPROTO);
+  EXPECT_EQ(ParseControlReply(json::parse(R"({"ok":"yes"})")).code(), EPROTO);
+}
+
+}  // namespace
+}  // namespace stoker

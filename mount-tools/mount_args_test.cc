@@ -1,0 +1,174 @@
+// `stoker mount` argument handling: what CLI11 accepts and what
+// ToMountOptions checks before anything is forked.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "mount-tools/commands.h"
+
+namespace stoker {
+namespace {
+
+MountArgs Args() {
+  MountArgs a;
+  a.origin = "/nas/data";
+  a.mountpoint = "/mnt/data";
+  a.cache_dir = "/ssd/cache";
+  return a;
+}
+
+TEST(SplitFuseOptions, SplitsCommaListsAndRepeats) {
+  EXPECT_EQ(SplitFuseOptions({"allow_other,default_permissions", "max_read=131072"}),
+            (std::vector<std::string>{"allow_other", "default_permissions", "max_read=131072"}));
+  EXPECT_EQ(SplitFuseOptions({",a,,b,"}), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(SplitFuseOptions({}).empty());
+  EXPECT_TRUE(SplitFuseOptions({""}).empty());
+}
+
+TEST(ToMountOptions, Defaults) {
+  auto o = ToMountOptions(Args());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->origin, "/nas/data");
+  EXPECT_EQ(o->mountpoint, "/mnt/data");
+  EXPECT_EQ(o->cache.dir, "/ssd/cache");
+  EXPECT_EQ(o->cache.capacity_bytes, 10ull << 30);
+  EXPECT_EQ(o->cache.chunk_size, 1ull << 20);
+  EXPECT_EQ(o->cache.revalidate_seconds, 60u);
+  EXPECT_EQ(o->cache.prefetch_bytes, 8ull << 20);
+  EXPECT_EQ(o->cache.io_backend, IoBackendKind::kAuto);
+  EXPECT_EQ(o->log_level, "info");
+  EXPECT_EQ(o->ready_fd, -1);
+}
+
+TEST(ToMountOptions, SizesAndOptions) {
+  MountArgs a = Args();
+  a.cache_size = "200G";
+  a.chunk_size = "4M";
+  a.prefetch = "0";
+  a.revalidate = "0";
+  a.io_backend = "syscall";
+  a.log_level = "debug";
+  a.fuse_options = {"allow_other,default_permissions"};
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->cache.capacity_bytes, 200ull << 30);
+  EXPECT_EQ(o->cache.chunk_size, 4ull << 20);
+  EXPECT_EQ(o->cache.prefetch_bytes, 0u);
+  EXPECT_EQ(o->cache.revalidate_seconds, 0u);
+  EXPECT_EQ(o->cache.io_backend, IoBackendKind::kSyscall);
+  EXPECT_EQ(o->log_level, "debug");
+  EXPECT_EQ(o->fuse_options, (std::vector<std::string>{"allow_other", "default_permissions"}));
+}
+
+TEST(ToMountOptions, RelativePathsBecomeAbsoluteWithoutResolving) {
+  MountArgs a = Args();
+  a.origin = "some/origin/";
+  a.mountpoint = "./mnt/../mnt2";
+  a.cache_dir = "c";
+  a.origin = "some/origin/";
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  std::string base = std::string(cwd) == "/" ? "" : cwd;
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->origin, base + "/some/origin");
+  EXPECT_EQ(o->mountpoint, base + "/mnt2");
+  EXPECT_EQ(o->cache.dir, base + "/c");
+}
+
+TEST(ToMountOptions, UrlOriginsAreKept) {
+  MountArgs a = Args();
+  a.origin = "s3://bucket/prefix";
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->origin, "s3://bucket/prefix");
+}
+
+// Each bad argument is refused with a message that names it.
+struct BadCase {
+  const char* what;
+  void (*edit)(MountArgs&);
+  const char* names;
+};
+
+TEST(ToMountOptions, RefusesBadArguments) {
+  const BadCase cases[] = {
+      {"unparsable cache size", [](MountArgs& a) { a.cache_size = "lots"; }, "--cache-size"},
+      {"unknown unit", [](MountArgs& a) { a.cache_size = "10Q"; }, "--cache-size"},
+      {"unparsable chunk size", [](MountArgs& a) { a.chunk_size = "-1M"; }, "--chunk-size"},
+      {"word revalidate", [](MountArgs& a) { a.revalidate = "soon"; }, "--revalidate soon"},
+      {"unparsable prefetch", [](MountArgs& a) { a.prefetch = "x"; }, "--prefetch"},
+      {"chunk too small", [](MountArgs& a) { a.chunk_size = "32K"; }, "--chunk-size 32K"},
+      {"chunk too large", [](MountArgs& a) { a.chunk_size = "128M"; }, "--chunk-size 128M"},
+      {"chunk not 4K aligned", [](MountArgs& a) { a.chunk_size = "100000"; }, "multiple of 4"},
+      {"cache smaller than a chunk", [](MountArgs& a) { a.cache_size = "512K"; }, "--cache-size"},
+      {"cache under 4 chunks",
+       [](MountArgs& a) {
+         a.chunk_size = "4M";
+         a.cache_size = "15M";
+       },
+       "at least 4 chunks"},
+      {"io backend", [](MountArgs& a) { a.io_backend = "aio"; }, "--io-backend"},
+      {"negative revalidate", [](MountArgs& a) { a.revalidate = "-5"; }, "--revalidate -5"},
+      {"fractional revalidate", [](MountArgs& a) { a.revalidate = "1.5"; }, "--revalidate"},
+      {"log level", [](MountArgs& a) { a.log_level = "loud"; }, "--log-level"},
+      {"empty cache dir", [](MountArgs& a) { a.cache_dir = ""; }, "--cache"},
+  };
+  for (const auto& c : cases) {
+    MountArgs a = Args();
+    c.edit(a);
+    auto o = ToMountOptions(a);
+    ASSERT_FALSE(o.ok()) << c.what;
+    EXPECT_EQ(o.status().code(), EINVAL) << c.what;
+    EXPECT_NE(o.status().message().find(c.names), std::string::npos)
+        << c.what << ": " << o.status().message();
+    EXPECT_EQ(o.status().message().find('\n'), std::string::npos) << c.what;
+  }
+}
+
+TEST(ToMountOptions, ChunkLimitsAreInclusive) {
+  MountArgs a = Args();
+  a.chunk_size = "64K";
+  a.cache_size = "256K";
+  EXPECT_TRUE(ToMountOptions(a).ok());
+  a.chunk_size = "64M";
+  a.cache_size = "256M";
+  EXPECT_TRUE(ToMountOptions(a).ok());
+  a.cache_size = "268435455";  // one byte short of 4 chunks
+  EXPECT_FALSE(ToMountOptions(a).ok());
+}
+
+// The subcommand as CLI11 parses it (without running it).
+class MountCommandParse : public ::testing::Test {
+ protected:
+  void Parse(std::vector<std::string> argv) {
+    // CLI11 takes the arguments in reverse order.
+    std::reverse(argv.begin(), argv.end());
+    app_.parse(argv);
+  }
+  CLI::App app_{"test"};
+  Subcommand mount_ = AddMountCommand(app_);
+};
+
+TEST_F(MountCommandParse, RepeatedDashOStopsAtOneValue) {
+  Parse({"mount", "-o", "allow_other,ro", "/o", "/m", "--cache", "/c", "-o", "fsname=x"});
+  EXPECT_TRUE(mount_.app->parsed());
+  EXPECT_EQ(mount_.app->get_option("ORIGIN")->as<std::string>(), "/o");
+  EXPECT_EQ(mount_.app->get_option("MOUNTPOINT")->as<std::string>(), "/m");
+  EXPECT_EQ(mount_.app->get_option("-o")->as<std::vector<std::string>>(),
+            (std::vector<std::string>{"allow_other,ro", "fsname=x"}));
+}
+
+TEST_F(MountCommandParse, MissingCacheIsAParseError) {
+  EXPECT_THROW(Parse({"mount", "/o", "/m"}), CLI::RequiredError);
+}
+
+TEST_F(MountCommandParse, MissingMountpointIsAParseError) {
+  EXPECT_THROW(Parse({"mount", "/o", "--cache", "/c"}), CLI::RequiredError);
+}
+
+TEST_F(MountCommandParse, ExtraPositionalIsAParseError) {
+  EXPECT_THROW(Parse({"mount", "/o", "/m", "/x", "--cache", "/c"}), CLI::ParseError);
+}
+
+}  // namespace
+}  // namespace stoker

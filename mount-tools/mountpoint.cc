@@ -1,0 +1,293 @@
+#include "mount-tools/mountpoint.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace stoker {
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string DecodeMountInfoField(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isdigit(static_cast<unsigned char>(s[i + 2])) &&
+        std::isdigit(static_cast<unsigned char>(s[i + 3]))) {
+      out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("'" + path + "'");
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status st = Status::FromErrno("read '" + path + "'");
+      close(fd);
+      return st;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
+std::string Parent(const std::string& abs) {
+  size_t slash = abs.rfind('/');
+  return slash == 0 ? "/" : abs.substr(0, slash);
+}
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+// Runs argv with stderr captured; returns the exit status and what it said.
+Result<std::pair<int, std::string>> RunCapturingStderr(const std::vector<std::string>& argv) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return Status::FromErrno("pipe");
+  pid_t pid = fork();
+  if (pid < 0) {
+    Status st = Status::FromErrno("fork");
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return st;
+  }
+  if (pid == 0) {
+    dup2(pipefd[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      dup2(devnull, STDIN_FILENO);
+      dup2(devnull, STDOUT_FILENO);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    dprintf(STDERR_FILENO, "%s: %s\n", args[0], strerror(errno));
+    _exit(127);
+  }
+  close(pipefd[1]);
+  std::string err;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(pipefd[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    err.append(buf, static_cast<size_t>(n));
+  }
+  close(pipefd[0]);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
+  size_t nl = err.rfind('\n');
+  if (nl != std::string::npos) err = err.substr(nl + 1);
+  return std::make_pair(code, err);
+}
+
+}  // namespace
+
+std::vector<MountInfoEntry> ParseMountInfo(const std::string& text) {
+  std::vector<MountInfoEntry> out;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    std::string w;
+    while (fields >> w) f.push_back(w);
+    // id parent major:minor root mount_point options [optional...] - fstype source super
+    if (f.size() < 7) continue;
+    size_t dash = 6;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (dash + 1 >= f.size()) continue;
+    MountInfoEntry e;
+    e.mount_point = DecodeMountInfoField(f[4]);
+    e.fstype = DecodeMountInfoField(f[dash + 1]);
+    if (dash + 2 < f.size()) e.source = DecodeMountInfoField(f[dash + 2]);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+bool IsFuseFsType(const std::string& fstype) {
+  return fstype == "fuse" || fstype == "fuseblk" || fstype.rfind("fuse.", 0) == 0;
+}
+
+std::optional<MountInfoEntry> FindMountAt(const std::vector<MountInfoEntry>& mounts,
+                                          const std::string& abs_path) {
+  std::optional<MountInfoEntry> found;
+  for (const auto& m : mounts) {
+    if (m.mount_point == abs_path) found = m;
+  }
+  return found;
+}
+
+bool IsDeadFuseMount(const std::string& abs_path) {
+  struct statfs sfs;
+  return statfs(abs_path.c_str(), &sfs) != 0 && (errno == ENOTCONN || errno == ECONNABORTED);
+}
+
+Result<std::vector<MountInfoEntry>> ReadMountInfo() {
+  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeFile("/proc/self/mountinfo"));
+  return ParseMountInfo(text);
+}
+
+Result<std::string> AbsolutePathNoFollow(const std::string& path) {
+  if (path.empty()) return Status::Invalid("empty path");
+  std::filesystem::path p(path);
+  if (p.is_relative()) {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd) == nullptr) return Status::FromErrno("getcwd");
+    p = std::filesystem::path(cwd) / p;
+  }
+  std::string norm = p.lexically_normal().string();
+  while (norm.size() > 1 && norm.back() == '/') norm.pop_back();
+  if (norm == "/") return norm;
+  std::string parent = Parent(norm);
+  std::string base = norm.substr(norm.rfind('/') + 1);
+  char resolved[PATH_MAX];
+  if (realpath(parent.c_str(), resolved) == nullptr) return Status::FromErrno("'" + parent + "'");
+  return Join(resolved, base);
+}
+
+std::string RelativeToRoot(const std::string& root, const std::string& path) {
+  if (path == root) return "";
+  if (root == "/") return path.substr(1);
+  return path.substr(root.size() + 1);
+}
+
+Result<std::string> FindMountRoot(const std::string& path, bool require_fuse) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) {
+    if (errno == ENOTCONN) {
+      return Status::Error(ENOTCONN, "'" + path +
+                                         "': Transport endpoint is not connected (its stoker "
+                                         "daemon is gone; 'stoker unmount' the mountpoint)");
+    }
+    return Status::FromErrno("'" + path + "'");
+  }
+  std::vector<MountInfoEntry> mounts;
+  if (require_fuse) {
+    STOKER_ASSIGN_OR_RETURN(mounts, ReadMountInfo());
+  }
+  std::string dir = resolved;
+  for (;;) {
+    struct stat st;
+    if (stat(Join(dir, kStatsFile).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (!require_fuse) return dir;
+      auto m = FindMountAt(mounts, dir);
+      if (m && IsFuseFsType(m->fstype)) return dir;
+    }
+    if (dir == "/") break;
+    dir = Parent(dir);
+  }
+  return Status::NotFound("'" + path + "' is not under a stoker mount (no " +
+                          std::string(kStatsFile) + " above it)");
+}
+
+Result<StatsFile> ReadStatsFile(const std::string& root) {
+  std::string path = Join(root, kStatsFile);
+  StatsFile out;
+  auto text = ReadWholeFile(path);
+  if (!text.ok() && text.status().code() == ENOTCONN) {
+    return Status::Error(ENOTCONN, text.status().message() +
+                                       " (its stoker daemon is gone; 'stoker unmount' the "
+                                       "mountpoint)");
+  }
+  STOKER_ASSIGN_OR_RETURN(out.text, std::move(text));
+  out.json = nlohmann::json::parse(out.text, nullptr, /*allow_exceptions=*/false);
+  if (out.json.is_discarded() || !out.json.is_object()) {
+    return Status::Corruption("'" + path + "' is not a JSON object");
+  }
+  return out;
+}
+
+Status UnmountFuse(const std::string& abs_path, bool lazy) {
+  if (geteuid() == 0) {
+    if (umount2(abs_path.c_str(), lazy ? MNT_DETACH : 0) == 0) return Status::OK();
+    int e = errno;
+    if (e == EBUSY) {
+      return Status::Busy("'" + abs_path +
+                          "' is busy (a file or directory in it is still open); close it "
+                          "or use --lazy");
+    }
+    // Without CAP_SYS_ADMIN (user namespaces), fusermount3 may still work.
+    if (e != EPERM || !HaveFusermount3()) return Status::FromErrno(e, "unmount '" + abs_path + "'");
+  }
+  if (!HaveFusermount3()) {
+    return Status::NotFound("fusermount3 not found on PATH (install the fuse3 package)");
+  }
+  std::vector<std::string> argv = {"fusermount3", "-u"};
+  if (lazy) argv.push_back("-z");
+  argv.push_back(abs_path);
+  STOKER_ASSIGN_OR_RETURN(auto res, RunCapturingStderr(argv));
+  if (res.first == 0) return Status::OK();
+  if (res.second.find("busy") != std::string::npos) {
+    return Status::Busy("'" + abs_path +
+                        "' is busy (a file or directory in it is still open); close it or "
+                        "use --lazy");
+  }
+  return Status::IOError("unmount '" + abs_path +
+                         "': " + (res.second.empty() ? "fusermount3 failed" : res.second));
+}
+
+bool ProcessAlive(pid_t pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno != EPERM) return false;
+  auto stat_text = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat_text.ok()) return true;  // no /proc: trust kill()
+  size_t paren = stat_text->rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat_text->size()) return true;
+  char state = (*stat_text)[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+bool WaitForProcessExit(pid_t pid, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (ProcessAlive(pid)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+bool HaveFusermount3() {
+  const char* env = getenv("PATH");
+  std::string path = env ? env : "/usr/bin:/bin";
+  std::istringstream dirs(path);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) dir = ".";
+    if (access((dir + "/fusermount3").c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace stoker

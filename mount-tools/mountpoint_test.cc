@@ -1,0 +1,170 @@
+// Mount helpers: mountinfo parsing, path handling, finding a mount root by
+// its stats file, and telling live processes from exited ones.
+#include "mount-tools/mountpoint.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace stoker {
+namespace {
+
+const char kMountInfo[] =
+    "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+    "35 22 0:30 / /mnt/with\\040space rw,nosuid,nodev,relatime shared:20 - fuse.stoker "
+    "stoker rw,user_id=0,group_id=0\n"
+    "36 22 0:31 / /mnt/plain rw,relatime - fuse /dev/fuse rw\n"
+    "37 22 0:32 / /mnt/plain rw,relatime - tmpfs tmpfs rw\n"
+    "garbage line\n"
+    "38 22 0:33 / /mnt/back\\134slash rw master:3 propagate_from:2 - fuseblk /dev/sdb rw\n";
+
+TEST(ParseMountInfo, DecodesFieldsAndEscapes) {
+  auto m = ParseMountInfo(kMountInfo);
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0].mount_point, "/");
+  EXPECT_EQ(m[0].fstype, "ext4");
+  EXPECT_EQ(m[0].source, "/dev/sda1");
+  EXPECT_EQ(m[1].mount_point, "/mnt/with space");
+  EXPECT_EQ(m[1].fstype, "fuse.stoker");
+  EXPECT_EQ(m[1].source, "stoker");
+  EXPECT_EQ(m[4].mount_point, "/mnt/back\\slash");
+  EXPECT_EQ(m[4].fstype, "fuseblk");
+}
+
+TEST(FindMountAt, TakesTheTopmostMount) {
+  auto m = ParseMountInfo(kMountInfo);
+  auto top = FindMountAt(m, "/mnt/plain");
+  ASSERT_TRUE(top.has_value());
+  EXPECT_EQ(top->fstype, "tmpfs");
+  EXPECT_FALSE(FindMountAt(m, "/mnt").has_value());
+  EXPECT_FALSE(FindMountAt(m, "/mnt/with").has_value());
+}
+
+TEST(IsFuseFsType, KnowsFuseTypes) {
+  EXPECT_TRUE(IsFuseFsType("fuse"));
+  EXPECT_TRUE(IsFuseFsType("fuse.stoker"));
+  EXPECT_TRUE(IsFuseFsType("fuseblk"));
+  EXPECT_FALSE(IsFuseFsType("fusectl"));
+  EXPECT_FALSE(IsFuseFsType("ext4"));
+}
+
+TEST(ReadMountInfo, SeesTheRootMount) {
+  auto m = ReadMountInfo();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(FindMountAt(*m, "/").has_value());
+}
+
+TEST(RelativeToRoot, StripsTheRoot) {
+  EXPECT_EQ(RelativeToRoot("/mnt/x", "/mnt/x"), "");
+  EXPECT_EQ(RelativeToRoot("/mnt/x", "/mnt/x/a/b"), "a/b");
+  EXPECT_EQ(RelativeToRoot("/", "/a"), "a");
+}
+
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/stoker-mountpoint-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    char resolved[PATH_MAX];
+    ASSERT_NE(realpath(tmpl, resolved), nullptr);
+    dir_ = resolved;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(TempDir, AbsolutePathNoFollowNormalises) {
+  auto p = AbsolutePathNoFollow(dir_ + "/a/../b/");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(*p, dir_ + "/b");
+  EXPECT_EQ(*AbsolutePathNoFollow("/"), "/");
+}
+
+TEST_F(TempDir, AbsolutePathNoFollowResolvesTheParentOnly) {
+  std::filesystem::create_directory(dir_ + "/real");
+  std::filesystem::create_directory_symlink(dir_ + "/real", dir_ + "/link");
+  std::filesystem::create_directory_symlink(dir_ + "/real", dir_ + "/real/last");
+  auto p = AbsolutePathNoFollow(dir_ + "/link/last");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(*p, dir_ + "/real/last");  // the last component is not followed
+}
+
+TEST_F(TempDir, AbsolutePathNoFollowNeedsTheParent) {
+  auto p = AbsolutePathNoFollow(dir_ + "/missing/x");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), ENOENT);
+}
+
+TEST_F(TempDir, FindMountRootByStatsFile) {
+  std::filesystem::create_directories(dir_ + "/root/.stoker");
+  std::filesystem::create_directories(dir_ + "/root/a/b");
+  std::ofstream(dir_ + "/root/.stoker/stats.json") << "{\"pid\": 1}";
+  std::ofstream(dir_ + "/root/a/b/file") << "x";
+
+  for (const std::string& p : {dir_ + "/root", dir_ + "/root/a/b", dir_ + "/root/a/b/file"}) {
+    auto r = FindMountRoot(p, /*require_fuse=*/false);
+    ASSERT_TRUE(r.ok()) << p << ": " << r.status().message();
+    EXPECT_EQ(*r, dir_ + "/root");
+  }
+  // A directory with a stats file is not a mount unless it is a FUSE mount.
+  auto fuse_only = FindMountRoot(dir_ + "/root/a", /*require_fuse=*/true);
+  ASSERT_FALSE(fuse_only.ok());
+  EXPECT_EQ(fuse_only.status().code(), ENOENT);
+  EXPECT_NE(fuse_only.status().message().find("not under a stoker mount"), std::string::npos);
+
+  auto stats = ReadStatsFile(dir_ + "/root");
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_EQ(stats->json["pid"], 1);
+}
+
+TEST_F(TempDir, FindMountRootFailsOutsideAMount) {
+  auto r = FindMountRoot(dir_, /*require_fuse=*/false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(dir_), std::string::npos);
+  auto missing = FindMountRoot(dir_ + "/nope", false);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), ENOENT);
+}
+
+TEST_F(TempDir, ReadStatsFileRefusesNonJson) {
+  std::filesystem::create_directories(dir_ + "/.stoker");
+  std::ofstream(dir_ + "/.stoker/stats.json") << "not json";
+  auto r = ReadStatsFile(dir_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EBADMSG);
+}
+
+TEST(ProcessAlive, ZombiesCountAsExited) {
+  EXPECT_TRUE(ProcessAlive(getpid()));
+  EXPECT_FALSE(ProcessAlive(0));
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  // Not reaped yet: a zombie until waitpid, and already exited for us.
+  EXPECT_TRUE(WaitForProcessExit(child, 60000));
+  EXPECT_FALSE(ProcessAlive(child));
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+}
+
+TEST(ProcessAlive, WaitTimesOutOnALiveProcess) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  EXPECT_FALSE(WaitForProcessExit(child, 0));
+  kill(child, SIGKILL);
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,230 @@
+"""Bad input gets one line naming the problem, a non-zero exit, and leaves
+nothing mounted; --help/--version work; subcommands refuse non-stoker
+paths."""
+
+import json
+import os
+
+import pytest
+
+import stoker_testlib as lib
+from stoker_testlib import stoker
+
+
+@pytest.fixture
+def paths(tmp_path):
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    (origin / "f").write_bytes(b"hello\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    return tmp_path, origin, mnt, tmp_path / "cache"
+
+
+def assert_refused(r, mnt, keywords):
+    """Non-zero exit, exactly one non-empty stderr line mentioning one of
+    the keywords, nothing mounted, no daemon left."""
+    info = lib.describe(r)
+    assert r.returncode != 0, "accepted bad input\n" + info
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"want a one-line error, got {len(lines)} lines\n" + info
+    low = lines[0].lower()
+    assert any(k.lower() in low for k in keywords), (
+        f"error does not name the problem (any of {keywords})\n" + info)
+    if mnt is not None:
+        assert not lib.is_mounted(mnt), "something got mounted\n" + info
+        assert not lib.daemon_pids_for(mnt), "a daemon is left running\n" + info
+
+
+def test_missing_origin(stoker_bin, paths):
+    tmp, _, mnt, cache = paths
+    missing = tmp / "no-such-origin"
+    r = lib.mount_cmd_fails(missing, mnt, cache)
+    assert_refused(r, mnt, [str(missing), "origin"])
+
+
+def test_origin_is_a_file(stoker_bin, paths):
+    tmp, origin, mnt, cache = paths
+    r = lib.mount_cmd_fails(origin / "f", mnt, cache)
+    assert_refused(r, mnt, ["director", "origin"])
+
+
+def test_unreadable_origin(stoker_bin, paths):
+    """Root ignores modes, so the origin directory is made unopenable with a
+    fanotify FAN_OPEN_PERM mark answered FAN_DENY (see OriginReadGuard)."""
+    tmp, origin, mnt, cache = paths
+    guard = lib.OriginReadGuard([origin], mask=lib.OriginReadGuard.FAN_OPEN_PERM
+                                | lib.OriginReadGuard.FAN_ONDIR)
+    with guard:
+        if not guard.available:
+            pytest.skip(f"fanotify unavailable: {guard.reason}")
+        with pytest.raises(PermissionError):
+            os.listdir(origin)
+        r = lib.mount_cmd_fails(origin, mnt, cache)
+    if lib.is_mounted(mnt):
+        lib.cleanup_under(mnt)
+    assert_refused(r, mnt, [str(origin), "origin"])
+
+
+def test_missing_mountpoint(stoker_bin, paths):
+    tmp, origin, _, cache = paths
+    missing = tmp / "no-such-mnt"
+    r = lib.mount_cmd_fails(origin, missing, cache)
+    assert_refused(r, missing, [str(missing), "mountpoint", "mount point"])
+    assert not missing.exists(), "mount created the missing mountpoint"
+
+
+def test_mountpoint_is_a_file(stoker_bin, paths):
+    tmp, origin, _, cache = paths
+    f = tmp / "file-mnt"
+    f.write_bytes(b"")
+    r = lib.mount_cmd_fails(origin, f, cache)
+    assert_refused(r, f, ["director", "mountpoint", "mount point"])
+
+
+def test_non_empty_mountpoint(stoker_bin, paths):
+    tmp, origin, mnt, cache = paths
+    (mnt / "something").write_bytes(b"x")
+    r = lib.mount_cmd_fails(origin, mnt, cache)
+    assert_refused(r, mnt, ["empty"])
+    assert os.listdir(mnt) == ["something"]
+
+
+def test_cache_dir_cannot_be_created(stoker_bin, paths):
+    tmp, origin, mnt, _ = paths
+    blocker = tmp / "regular-file"
+    blocker.write_bytes(b"")
+    cache = blocker / "cache"
+    r = lib.mount_cmd_fails(origin, mnt, cache)
+    assert_refused(r, mnt, ["cache", str(cache)])
+
+
+def test_cache_dir_in_use_by_live_mount(mounts, paths):
+    tmp, origin, mnt, cache = paths
+    m = mounts.make(origin, mnt=mnt, cache=cache)
+    mnt2 = tmp / "mnt2"
+    mnt2.mkdir()
+    r = lib.mount_cmd_fails(origin, mnt2, cache, "--chunk-size", "1M", "--cache-size", "1G")
+    assert_refused(r, mnt2, ["in use", "locked", "lock", "busy", "already"])
+    # The first mount is unharmed.
+    assert lib.with_deadline(lib.read_file, m.mnt / "f") == b"hello\n"
+    assert lib.pid_alive(m.pid)
+    m.unmount()
+
+
+@pytest.mark.parametrize("opt,value", [
+    ("--cache-size", "12Q"),
+    ("--cache-size", "-5"),
+    ("--cache-size", ""),
+    ("--cache-size", "abc"),
+    ("--cache-size", "1.2.3G"),
+    ("--cache-size", "99999999999999999999999"),
+    ("--chunk-size", "12Q"),
+    ("--chunk-size", "-1M"),
+    ("--chunk-size", "0"),
+])
+def test_unparsable_sizes(stoker_bin, paths, opt, value):
+    tmp, origin, mnt, cache = paths
+    r = lib.mount_cmd_fails(origin, mnt, cache, f"{opt}={value}")
+    kws = ["size", opt.lstrip("-")] + ([value] if value else [])
+    assert_refused(r, mnt, kws)
+
+
+def test_cache_size_smaller_than_a_chunk(stoker_bin, paths):
+    tmp, origin, mnt, cache = paths
+    r = lib.mount_cmd_fails(origin, mnt, cache, "--chunk-size", "1M", "--cache-size", "512K")
+    assert_refused(r, mnt, ["chunk"])
+
+
+def test_bad_revalidate(stoker_bin, paths):
+    tmp, origin, mnt, cache = paths
+    r = lib.mount_cmd_fails(origin, mnt, cache, "--revalidate=soon")
+    assert_refused(r, mnt, ["revalidate", "soon"])
+
+
+def test_missing_cache_option(stoker_bin, paths):
+    tmp, origin, mnt, _ = paths
+    r = lib.run([lib.STOKER_BIN, "mount", origin, mnt])
+    assert_refused(r, mnt, ["cache"])
+
+
+def test_unknown_fuse_option_leaves_nothing_mounted(stoker_bin, paths):
+    tmp, origin, mnt, cache = paths
+    r = lib.mount_cmd_fails(origin, mnt, cache, "-o", "no_such_fuse_option_xyz")
+    assert r.returncode != 0, lib.describe(r)
+    assert r.stderr.strip(), lib.describe(r)
+    assert not lib.is_mounted(mnt)
+    assert not lib.daemon_pids_for(mnt)
+
+
+def test_fuse_options_pass_through(mounts, paths):
+    tmp, origin, mnt, cache = paths
+    m = mounts.make(origin, mnt=mnt, cache=cache,
+                    args=["--chunk-size", "1M", "--cache-size", "1G", "-o", "allow_other"])
+    entry = lib.mount_entry(m.mnt)
+    assert entry[1].startswith("fuse"), entry
+    assert "allow_other" in entry[2].split(","), entry
+    m.unmount()
+
+
+def test_help_and_version(stoker_bin):
+    r = stoker("--help")
+    assert r.returncode == 0, lib.describe(r)
+    for sub in ("mount", "unmount", "stat", "fsck", "warm"):
+        assert sub in r.stdout, f"--help does not list {sub}\n" + lib.describe(r)
+        rs = stoker(sub, "--help")
+        assert rs.returncode == 0, lib.describe(rs)
+        assert rs.stdout.strip(), lib.describe(rs)
+    r = stoker("--version")
+    assert r.returncode == 0, lib.describe(r)
+    assert any(c.isdigit() for c in r.stdout), lib.describe(r)
+    rm = stoker("mount", "--help")
+    for opt in ("--cache", "--cache-size", "--chunk-size", "--revalidate", "--foreground"):
+        assert opt in rm.stdout, f"mount --help lacks {opt}\n" + lib.describe(rm)
+
+
+def test_unknown_subcommand(stoker_bin):
+    r = stoker("frobnicate")
+    assert r.returncode != 0, lib.describe(r)
+
+
+@pytest.mark.parametrize("sub", ["stat", "unmount", "warm"])
+def test_subcommands_refuse_non_stoker_dir(stoker_bin, tmp_path, sub):
+    d = tmp_path / "plain"
+    d.mkdir()
+    (d / "file").write_bytes(b"x")
+    r = stoker(sub, d / "file" if sub == "warm" else d)
+    assert r.returncode != 0, lib.describe(r)
+    assert r.stderr.strip(), lib.describe(r)
+    assert (d / "file").read_bytes() == b"x"
+
+
+def test_subcommands_refuse_missing_path(stoker_bin, tmp_path):
+    for sub in ("stat", "unmount", "warm"):
+        r = stoker(sub, tmp_path / "nope")
+        assert r.returncode != 0, lib.describe(r)
+
+
+def test_fsck_cannot_check(stoker_bin, tmp_path):
+    r = lib.fsck(tmp_path / "no-such-cache")
+    assert r.returncode == 2, lib.describe(r)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "x").write_bytes(b"x")
+    r = lib.fsck(plain)
+    assert r.returncode == 2, "fsck of a dir that is no cache:\n" + lib.describe(r)
+
+
+def test_fsck_refuses_while_mounted(mounts, paths):
+    tmp, origin, mnt, cache = paths
+    m = mounts.make(origin, mnt=mnt, cache=cache)
+    assert lib.with_deadline(lib.read_file, m.mnt / "f") == b"hello\n"
+    for args in ((), ("--repair",), ("--json",)):
+        r = lib.fsck(cache, *args)
+        assert r.returncode == 2, f"fsck {args} ran on a live cache:\n" + lib.describe(r)
+        assert r.stderr.strip()
+    assert lib.with_deadline(lib.read_file, m.mnt / "f") == b"hello\n"
+    m.unmount()
+    r = lib.fsck(cache, "--json")
+    assert r.returncode == 0, lib.describe(r)
+    json.loads(r.stdout)

@@ -1,0 +1,116 @@
+"""`stoker stat` (human and --json) and `stoker warm`."""
+
+import json
+import os
+import re
+
+import stoker_testlib as lib
+from stoker_testlib import CHUNK, stoker
+
+REQUIRED = ("bytes_read", "cache_hit_bytes", "origin_bytes_read", "cache_used_bytes",
+            "cache_capacity_bytes", "objects", "chunks", "evicted_bytes",
+            "revalidations", "errors", "checksum_failures", "origin_changes",
+            "pid", "cache_dir")
+
+
+def make_origin(origin, n_big=6, n_small=50):
+    rng = lib.seeded("stat")
+    for i in range(n_big):
+        lib.write_random(origin / "big" / f"b{i}", 2 * CHUNK + i * 1000, rng)
+    for i in range(n_small):
+        lib.write_random(origin / "small" / f"s{i:02d}", 1 + i * 997, rng)
+    (origin / "empty").write_bytes(b"")
+    return lib.hashes_of(origin)
+
+
+def test_stat_json_and_human(mounts, tmp_path):
+    origin = tmp_path / "origin"
+    expected = make_origin(origin)
+    m = mounts.make(origin)
+    total = sum(os.path.getsize(origin / r) for r in expected)
+    assert not lib.check_hashes(m.mnt, expected)
+
+    r = stoker("stat", m.mnt, "--json")
+    assert r.returncode == 0, lib.describe(r)
+    js = json.loads(r.stdout)
+    for k in REQUIRED:
+        assert k in js, f"stat --json lacks {k}: {js}"
+    assert js["pid"] == m.pid
+    assert os.path.realpath(js["cache_dir"]) == os.path.realpath(m.cache)
+    assert js["bytes_read"] >= total, js
+    assert js["origin_bytes_read"] >= total, js
+    assert js["cache_capacity_bytes"] == 1 << 30, js
+    assert 0 < js["cache_used_bytes"] <= js["cache_capacity_bytes"], js
+    assert js["chunks"] >= 6 * 3, js
+    assert js["objects"] >= len(expected) - 1, js
+    assert js["errors"] == 0, js
+
+    # stats.json and stat --json agree on the required keys.
+    raw = m.stats()
+    for k in REQUIRED:
+        assert k in raw, f"stats.json lacks {k}"
+
+    # From a subdirectory of the mount too.
+    r2 = stoker("stat", m.mnt / "big", "--json")
+    assert r2.returncode == 0, lib.describe(r2)
+    assert json.loads(r2.stdout)["pid"] == m.pid
+
+    h = stoker("stat", m.mnt)
+    assert h.returncode == 0, lib.describe(h)
+    assert re.search(r"hit", h.stdout, re.I), "human stat shows no hit ratio\n" + lib.describe(h)
+    assert re.search(r"\d+(\.\d+)?\s*%", h.stdout), "no percentage in human stat\n" + lib.describe(h)
+    assert re.search(r"\d+(\.\d+)?\s*(B|KiB|MiB|GiB|K|M|G)\b", h.stdout), \
+        "no human sizes in stat\n" + lib.describe(h)
+    m.unmount()
+    r = stoker("stat", m.mnt)
+    assert r.returncode != 0, "stat of an unmounted dir succeeded\n" + lib.describe(r)
+
+
+def test_stats_file_is_fresh_and_read_only(mounts, tmp_path):
+    origin = tmp_path / "origin"
+    lib.write_random(origin / "f", 3 * CHUNK)
+    m = mounts.make(origin)
+    s1 = m.stats()
+    assert lib.with_deadline(lib.read_file, m.mnt / "f") == (origin / "f").read_bytes()
+    s2 = m.stats()  # the same path again must not come from a stale page cache
+    assert s2["bytes_read"] - s1["bytes_read"] >= 3 * CHUNK, (s1, s2)
+    try:
+        lib.with_deadline(lambda: open(m.stats_path, "wb").close())
+        raise AssertionError("stats.json opened for writing")
+    except OSError:
+        pass
+    m.unmount()
+
+
+def test_warm_pulls_files_into_cache(mounts, tmp_path):
+    origin = tmp_path / "origin"
+    expected = make_origin(origin)
+    nonempty = [r for r in expected if os.path.getsize(origin / r) > 0]
+    m = mounts.make(origin)
+    before = m.stats()
+    assert before["origin_bytes_read"] == 0, before
+
+    r = stoker("warm", m.mnt / "big", m.mnt / "small", timeout=30)
+    assert r.returncode == 0, lib.describe(r)
+    n_files = len([rel for rel in expected if rel.startswith(("big/", "small/"))])
+    s = lib.wait_until(
+        lambda: (lambda st: st if st.get("warm_files_done", -1) >= n_files else None)(m.stats()),
+        120, interval=0.2, what=f"warm_files_done == {n_files}")
+    assert s["warm_files_done"] == n_files, s
+    assert s["warm_files_queued"] >= n_files, s
+    assert s["origin_bytes_read"] >= sum(os.path.getsize(origin / r) for r in nonempty), s
+
+    h = stoker("stat", m.mnt)
+    assert h.returncode == 0 and re.search(r"warm", h.stdout, re.I), \
+        "warm progress not shown by stat\n" + lib.describe(h)
+
+    files = [m.mnt / r for r in expected]
+    with lib.OriginReadGuard(lib.regular_files(origin)) as guard:
+        lib.drop_caches(files)
+        mid = m.stats()
+        bad = lib.check_hashes(m.mnt, expected)
+        after = m.stats()
+    assert not bad, bad[:10]
+    assert guard.events == [], f"origin read after warm: {guard.events[:5]}"
+    assert after["origin_bytes_read"] == mid["origin_bytes_read"], (mid, after)
+    m.unmount()
