@@ -149,13 +149,13 @@ void ObjectCacheImpl::EvictToLow() {
       std::lock_guard<std::mutex> l(bg_mu_);
       if (bg_stop_) break;
     }
-    size_t want = static_cast<size_t>(std::min<uint64_t>(kMaxVictimsPerRound, over / chunk_size_ + 1));
+    size_t want =
+        static_cast<size_t>(std::min<uint64_t>(kMaxVictimsPerRound, over / chunk_size_ + 1));
     auto prob = index_->NewEvictCursor(EvictionPolicy::kProbationaryQueue);
     auto prot = index_->NewEvictCursor(EvictionPolicy::kProtectedQueue);
-    auto victims = policy_.PickVictims(*prob, *prot, index_->clock(), index_->meta().chunks, want,
-                                       [&](const ChunkKey& k) {
-                                         return resident_->TryLatchForEvict(k);
-                                       });
+    auto victims =
+        policy_.PickVictims(*prob, *prot, index_->clock(), index_->meta().chunks, want,
+                            [&](const ChunkKey& k) { return resident_->TryLatchForEvict(k); });
     prob.reset();
     prot.reset();
     if (victims.empty()) break;  // nothing left that is not pinned
@@ -165,7 +165,8 @@ void ObjectCacheImpl::EvictToLow() {
       // record over a hole, which fails its checksum and is re-fetched.
       auto file = store_->Get(key.version_key(), false);
       if (file.ok()) {
-        Status s = ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
+        Status s =
+            ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
         if (!s.ok()) LOG_ERROR("evicting: {}", s.message());
       }
       auto freed = index_->DropChunk(key, victim.rank);

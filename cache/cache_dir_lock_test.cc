@@ -20,8 +20,7 @@ TEST(CacheDirLockTest, CreatesPrivateDirAndRefusesASecondHolder) {
   auto second = CacheDirLock::Acquire(dir, true);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), EBUSY);
-  EXPECT_EQ(second.status().message(),
-            "cache dir " + dir + " is in use by another stoker process");
+  EXPECT_EQ(second.status().message(), "cache dir " + dir + " is in use by another stoker process");
   first.value().reset();
   EXPECT_TRUE(CacheDirLock::Acquire(dir, true).ok()) << "released with its holder";
 }

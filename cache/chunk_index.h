@@ -39,7 +39,7 @@ namespace stoker {
 class ChunkIndex {
  public:
   struct Options {
-    std::string path;             // the index directory
+    std::string path;  // the index directory
     bool create_if_missing = true;
     uint64_t chunk_size_if_new = 0;  // meta of a new index; REQUIRES > 0 if creating
     uint64_t block_cache_bytes = 32ull << 20;

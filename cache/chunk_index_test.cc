@@ -71,10 +71,12 @@ TEST_F(ChunkIndexTest, ObjectsGetIdsAndVersionsGetDropIntents) {
   ASSERT_TRUE(idx->ReplaceObject("a", a2, {a.object_id, 1}).ok());
   EXPECT_EQ(idx->GetObject("a").value()->version, 2u);
   std::vector<VersionKey> drops;
-  ASSERT_TRUE(idx->ForEach(kDropPrefix, [&](std::string_view k, auto) {
-                   drops.push_back(DecodeDropKey(k).value());
-                   return true;
-                 }).ok());
+  ASSERT_TRUE(idx->ForEach(kDropPrefix,
+                           [&](std::string_view k, auto) {
+                             drops.push_back(DecodeDropKey(k).value());
+                             return true;
+                           })
+                  .ok());
   ASSERT_EQ(drops.size(), 1u);
   EXPECT_EQ(drops[0], (VersionKey{a.object_id, 1}));
   bool done = false;

@@ -12,8 +12,7 @@ namespace stoker {
 
 DataFile::~DataFile() { ::close(fd_); }
 
-Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& data_dir,
-                                                     size_t max_open) {
+Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& data_dir, size_t max_open) {
   if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::FromErrno("create cache data dir '" + data_dir + "'");
   }

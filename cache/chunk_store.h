@@ -82,7 +82,8 @@ class ChunkStore {
   std::mutex mu_;
   // Most recently used first.
   std::list<std::pair<VersionKey, std::shared_ptr<DataFile>>> lru_;  // GUARDED_BY(mu_)
-  std::unordered_map<VersionKey, decltype(lru_)::iterator, VersionKeyHash> open_;  // GUARDED_BY(mu_)
+  std::unordered_map<VersionKey, decltype(lru_)::iterator, VersionKeyHash>
+      open_;                                                     // GUARDED_BY(mu_)
   std::unordered_map<VersionKey, int, VersionKeyHash> writers_;  // GUARDED_BY(mu_)
 };
 

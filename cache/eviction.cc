@@ -32,8 +32,7 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
   std::vector<Victim> victims;
   while (victims.size() < max) {
     Cursor* from = nullptr;
-    if (protected_chunks.Valid() &&
-        IsStale(protected_chunks.rank().order, now, resident_chunks)) {
+    if (protected_chunks.Valid() && IsStale(protected_chunks.rank().order, now, resident_chunks)) {
       from = &protected_chunks;
     } else if (probationary.Valid()) {
       from = &probationary;

@@ -97,8 +97,8 @@ class EvictionPolicy {
   // candidate and may refuse it (a pinned chunk); a refused chunk is skipped,
   // not retried.
   std::vector<Victim> PickVictims(Cursor& probationary, Cursor& protected_chunks, uint64_t now,
-                                    uint64_t resident_chunks, size_t max,
-                                    const std::function<bool(const ChunkKey&)>& accept) const;
+                                  uint64_t resident_chunks, size_t max,
+                                  const std::function<bool(const ChunkKey&)>& accept) const;
 
  private:
   Options options_;

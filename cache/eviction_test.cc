@@ -19,7 +19,8 @@ using Order = std::set<std::pair<EvictionRank, ChunkKey>>;
 class SetCursor : public EvictionPolicy::Cursor {
  public:
   SetCursor(const Order& order, uint8_t queue)
-      : it_(order.lower_bound({EvictionRank{queue, 0}, ChunkKey{}})), end_(order.end()),
+      : it_(order.lower_bound({EvictionRank{queue, 0}, ChunkKey{}})),
+        end_(order.end()),
         queue_(queue) {}
   bool Valid() const override { return it_ != end_ && it_->first.queue == queue_; }
   EvictionRank rank() const override { return it_->first; }
@@ -59,9 +60,9 @@ class Simulation {
     while (chunks_.size() > low_) {
       SetCursor prob(order_, EvictionPolicy::kProbationaryQueue);
       SetCursor prot(order_, EvictionPolicy::kProtectedQueue);
-      auto victims = policy_.PickVictims(prob, prot, clock_, chunks_.size(),
-                                         chunks_.size() - low_,
-                                         accept ? accept : [](const ChunkKey&) { return true; });
+      auto victims = policy_.PickVictims(
+          prob, prot, clock_, chunks_.size(), chunks_.size() - low_,
+          accept ? accept : [](const ChunkKey&) { return true; });
       if (victims.empty()) return;
       for (const auto& v : victims) {
         order_.erase({v.rank, v.key});
@@ -177,7 +178,7 @@ TEST(EvictionPolicyTest, ProbationaryNewestFirstThenProtectedLru) {
   EXPECT_EQ(ha.state, HitState::kProtected);
   EXPECT_LT(EvictionPolicy::RankOf(hb), EvictionPolicy::RankOf(ha));  // LRU
   EXPECT_LT(EvictionPolicy::RankOf(a), EvictionPolicy::RankOf(hb));   // probationary before
-  EXPECT_EQ(p.OnHit(ha, 3).last_access, 10u);  // the clock never runs back
+  EXPECT_EQ(p.OnHit(ha, 3).last_access, 10u);                         // the clock never runs back
 }
 
 TEST(EvictionPolicyTest, StalenessScalesWithResidentChunks) {

@@ -45,7 +45,10 @@ std::string Name(const ChunkKey& k) {
 class Fsck {
  public:
   Fsck(const std::string& dir, bool repair, ChunkIndex* index, ChunkStore* store)
-      : dir_(dir), repair_(repair), index_(index), store_(store),
+      : dir_(dir),
+        repair_(repair),
+        index_(index),
+        store_(store),
         chunk_size_(index->meta().chunk_size) {}
 
   Status Run() {
@@ -78,19 +81,19 @@ class Fsck {
 
   Status CheckObjects() {
     std::vector<std::string> bad;
-    STOKER_RETURN_IF_ERROR(index_->ForEach(kObjectPrefix, [&](std::string_view k,
-                                                              std::string_view v) {
-      auto rec = DecodeObject(v);
-      if (!rec.ok()) {
-        r_.bad_records++;
-        Problem("object record '" + std::string(k.substr(1)) + "': " + rec.status().message());
-        bad.emplace_back(k);
-        return true;
-      }
-      r_.objects++;
-      sizes_[VersionKey{rec->object_id, rec->version}] = rec->identity.size;
-      return true;
-    }));
+    STOKER_RETURN_IF_ERROR(
+        index_->ForEach(kObjectPrefix, [&](std::string_view k, std::string_view v) {
+          auto rec = DecodeObject(v);
+          if (!rec.ok()) {
+            r_.bad_records++;
+            Problem("object record '" + std::string(k.substr(1)) + "': " + rec.status().message());
+            bad.emplace_back(k);
+            return true;
+          }
+          r_.objects++;
+          sizes_[VersionKey{rec->object_id, rec->version}] = rec->identity.size;
+          return true;
+        }));
     all_objects_ = r_.objects + bad.size();
     kept_objects_ = repair_ ? r_.objects : all_objects_;
     if (repair_) {
@@ -185,43 +188,43 @@ class Fsck {
     before_ = index_->meta();
     std::vector<std::string> bad;
     std::vector<ChunkKey> drop;
-    STOKER_RETURN_IF_ERROR(index_->ForEach(kChunkPrefix, [&](std::string_view k,
-                                                             std::string_view v) {
-      r_.chunks++;
-      auto key = DecodeChunkRecordKey(k);
-      auto rec = key.ok() ? DecodeChunk(v) : Result<ChunkRecord>(key.status());
-      if (!rec.ok()) {
-        r_.bad_records++;
-        Problem("chunk record: " + rec.status().message());
-        bad.emplace_back(k);
-        return true;
-      }
-      recorded_usage_ += rec->allocated;
-      recorded_chunks_++;
-      if (drops_.count(key->version_key())) {
-        if (!repair_) Keep(*key, *rec);
-        return true;  // counted with its drop intent
-      }
-      std::string why = CheckChunk(*key, *rec);
-      if (why.empty()) {
-        Keep(*key, *rec);
-        return true;
-      }
-      if (why == "checksum mismatch") {
-        r_.bad_checksums++;
-      } else if (why.rfind("missing", 0) == 0) {
-        r_.missing_data++;
-      } else {
-        r_.bad_records++;
-      }
-      Problem(Name(*key) + ": " + why);
-      if (repair_) {
-        drop.push_back(*key);
-      } else {
-        Keep(*key, *rec);
-      }
-      return true;
-    }));
+    STOKER_RETURN_IF_ERROR(
+        index_->ForEach(kChunkPrefix, [&](std::string_view k, std::string_view v) {
+          r_.chunks++;
+          auto key = DecodeChunkRecordKey(k);
+          auto rec = key.ok() ? DecodeChunk(v) : Result<ChunkRecord>(key.status());
+          if (!rec.ok()) {
+            r_.bad_records++;
+            Problem("chunk record: " + rec.status().message());
+            bad.emplace_back(k);
+            return true;
+          }
+          recorded_usage_ += rec->allocated;
+          recorded_chunks_++;
+          if (drops_.count(key->version_key())) {
+            if (!repair_) Keep(*key, *rec);
+            return true;  // counted with its drop intent
+          }
+          std::string why = CheckChunk(*key, *rec);
+          if (why.empty()) {
+            Keep(*key, *rec);
+            return true;
+          }
+          if (why == "checksum mismatch") {
+            r_.bad_checksums++;
+          } else if (why.rfind("missing", 0) == 0) {
+            r_.missing_data++;
+          } else {
+            r_.bad_records++;
+          }
+          Problem(Name(*key) + ": " + why);
+          if (repair_) {
+            drop.push_back(*key);
+          } else {
+            Keep(*key, *rec);
+          }
+          return true;
+        }));
     for (const auto& k : bad) {
       if (repair_) Repaired(index_->DeleteRaw(k));
     }
@@ -353,16 +356,12 @@ class Fsck {
                       const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
     int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return;
-    struct stat st;
-    uint64_t covered = 0;
-    for (const auto& [a, b] : ranges) covered += b - a;
-    if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_blocks) * 512 > covered) {
-      for (const auto& [a, b] : Uncovered(fd, ranges)) {
-        r_.orphan_files++;
-        Problem("orphan data in " + file + " at [" + std::to_string(a) + ", " +
-                std::to_string(b) + ")");
-        if (repair_) Repaired(ChunkStore::Punch(fd, a, b - a));
-      }
+    for (const auto& [a, b] : Uncovered(fd, ranges)) {
+      r_.orphan_files++;
+      Problem("orphan data in " + file + " at [" + std::to_string(a) + ", " + std::to_string(b) +
+              ")");
+      // Whole blocks: a punched partial block at EOF would stay allocated.
+      if (repair_) Repaired(ChunkStore::Punch(fd, a, AllocatedBytes(b - a)));
     }
     ::close(fd);
   }

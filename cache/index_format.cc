@@ -88,7 +88,8 @@ class Reader {
       return 0;
     }
     uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(v_[pos_ + i])) << (8 * i);
+    for (int i = 0; i < n; ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(v_[pos_ + i])) << (8 * i);
     pos_ += n;
     return v;
   }

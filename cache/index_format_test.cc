@@ -71,8 +71,8 @@ TEST(IndexFormatTest, ForeignFormatVersionIsCorruption) {
 }
 
 TEST(IndexFormatTest, ImpossibleFieldsAreCorruption) {
-  EXPECT_FALSE(DecodeChunk(EncodeChunk(ChunkRecord{0, 1, 4096, 1})).ok());      // empty chunk
-  EXPECT_FALSE(DecodeChunk(EncodeChunk(ChunkRecord{8192, 1, 4096, 1})).ok());   // alloc < len
+  EXPECT_FALSE(DecodeChunk(EncodeChunk(ChunkRecord{0, 1, 4096, 1})).ok());     // empty chunk
+  EXPECT_FALSE(DecodeChunk(EncodeChunk(ChunkRecord{8192, 1, 4096, 1})).ok());  // alloc < len
   std::string v = EncodeChunk(ChunkRecord{10, 1, 4096, 1});
   v[1 + 4 + 8 + 8 + 8] = 7;  // hit state
   EXPECT_FALSE(DecodeChunk(v).ok());

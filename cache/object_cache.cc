@@ -163,7 +163,9 @@ uint64_t ObjectCacheImpl::IndexBytesNow() {
   return index_measured_ + (index_->bytes_written() - index_written_at_);
 }
 
-void ObjectCacheImpl::RefreshIndexBytes() { quota_.SetIndexBytes(IndexBytesNow() + index_headroom_); }
+void ObjectCacheImpl::RefreshIndexBytes() {
+  quota_.SetIndexBytes(IndexBytesNow() + index_headroom_);
+}
 
 Status ObjectCacheImpl::Start() {
   STOKER_RETURN_IF_ERROR(ReclaimIntents());
@@ -217,17 +219,21 @@ Status ObjectCacheImpl::ReclaimIntents() {
     if (!rec) {
       auto file = store_->Get(key.version_key(), false);
       if (file.ok()) {
-        Status s = ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
+        Status s =
+            ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
         if (!s.ok()) LOG_WARN("reclaiming an interrupted chunk write: {}", s.message());
       }
     }
     STOKER_RETURN_IF_ERROR(index_->DeleteIntent(key));
     VersionKey v = key.version_key();
-    STOKER_RETURN_IF_ERROR(
-        store_->UnlinkIfIdle(v, [&]() -> Result<bool> {
-                 STOKER_ASSIGN_OR_RETURN(bool has, index_->HasChunks(v));
-                 return !has;
-               }).status());
+    STOKER_RETURN_IF_ERROR(store_
+                               ->UnlinkIfIdle(v,
+                                              [&]() -> Result<bool> {
+                                                STOKER_ASSIGN_OR_RETURN(bool has,
+                                                                        index_->HasChunks(v));
+                                                return !has;
+                                              })
+                               .status());
   }
   if (!intents.empty()) LOG_INFO("reclaimed {} interrupted chunk writes", intents.size());
   return Status::OK();

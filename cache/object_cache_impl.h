@@ -2,9 +2,9 @@
 // ChunkIndex, a ChunkStore, ResidentChunks, an EvictionPolicy + Quota, a
 // Fetcher and a WorkerPool. Private to cache/.
 //
-// Files: object_cache.cc (open, revalidation, stats), cache_read.cc (reads,
-// fetch, store, prefetch), cache_background.cc (evictor, hit flush, drops,
-// warm).
+// Files: object_cache.cc (open, revalidation, stats), cache_read.cc (reads),
+// cache_fetch.cc (misses, prefetch), cache_store.cc (writing and dropping
+// chunks), cache_background.cc (evictor, hit flush, drops, warm).
 //
 // Threads: FUSE threads call Open/Read; the pool fetches for prefetch and
 // warm; one evictor thread evicts, flushes batched hits, drops old versions
@@ -56,6 +56,11 @@ struct ObjectVersion {
   // revalidates whatever the revalidation interval says.
   mutable std::atomic<bool> changed_at_origin{false};
 };
+
+// ESTALE: the version a file state stands for is no longer the origin's.
+inline Status StaleVersion(const ObjectVersion& v) {
+  return Status::Error(ESTALE, "origin file '" + v.path + "' changed; reopen it");
+}
 
 // The origin file behind one OpenFileState, opened on first miss.
 class OriginHandle {
@@ -149,7 +154,7 @@ class ObjectCacheImpl final : public ObjectCache {
   void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
   Status ReclaimIntents();
 
-  // cache_read.cc
+  // cache_fetch.cc
   // Fetches the listed chunks (ascending, not present) and stores them;
   // (*out)[i] is chunk idx[i]'s bytes.
   Status FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
@@ -157,21 +162,23 @@ class ObjectCacheImpl final : public ObjectCache {
                      FetchTally* tally);
   Result<std::vector<ChunkBytes>> ReadRun(const ObjectVersion& v, OriginHandle& origin,
                                           uint64_t first, uint64_t n);
-  // The chunk's bytes if it is in the store with a matching checksum.
-  std::optional<ChunkBytes> LoadStored(const ObjectVersion& v, uint64_t idx);
+  void MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end, uint64_t last_chunk);
+  void PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
+                     const std::shared_ptr<OriginHandle>& origin, uint64_t first, uint64_t end);
+  // Fetches whatever is missing of chunks [first, end).
+  Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin, uint64_t first,
+                   uint64_t end, FetchTally* tally);
+
+  // cache_store.cc
+  // Caches a fetched chunk unless there is no room (then it is only served).
   void StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx, const ChunkBytes& bytes);
   bool FreeSpaceLow(uint64_t need);
+  // The chunk's bytes if it is in the store with a matching checksum.
+  std::optional<ChunkBytes> LoadStored(const ObjectVersion& v, uint64_t idx);
   // Present (in the index or verified here)?
   bool IsCached(const ChunkKey& key);
   // Drops a chunk found corrupt or without data (takes its latch).
   void DropBadChunk(const ChunkKey& key);
-  void MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end, uint64_t last_chunk);
-  void PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
-                     const std::shared_ptr<OriginHandle>& origin, uint64_t first,
-                     uint64_t end);
-  // Fetches whatever is missing of chunks [first, end).
-  Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
-                   uint64_t first, uint64_t end, FetchTally* tally);
 
   // cache_background.cc
   void RecordHit(const ChunkKey& key);
@@ -220,9 +227,9 @@ class ObjectCacheImpl final : public ObjectCache {
   // Evictor.
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
-  bool bg_stop_ = false;                // GUARDED_BY(bg_mu_)
-  bool bg_kicked_ = false;              // GUARDED_BY(bg_mu_)
-  std::deque<VersionKey> drops_;        // GUARDED_BY(bg_mu_)
+  bool bg_stop_ = false;          // GUARDED_BY(bg_mu_)
+  bool bg_kicked_ = false;        // GUARDED_BY(bg_mu_)
+  std::deque<VersionKey> drops_;  // GUARDED_BY(bg_mu_)
   std::atomic<uint64_t> drops_pending_{0};
   std::thread evictor_;
 

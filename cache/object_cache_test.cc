@@ -41,7 +41,8 @@ class ObjectCacheTest : public ::testing::Test {
   void SetUp() override {
     auto io = MakeIoBackend(IoBackendKind::kSyscall);
     ASSERT_TRUE(io.ok());
-    auto local = LocalOrigin::Create(origin_dir_.path(), std::shared_ptr<IoBackend>(std::move(*io)));
+    auto local =
+        LocalOrigin::Create(origin_dir_.path(), std::shared_ptr<IoBackend>(std::move(*io)));
     ASSERT_TRUE(local.ok()) << local.status().message();
     origin_ = std::make_shared<testing::ControlledOrigin>(*local);
     options_.dir = cache_dir_.Sub("cache");
@@ -324,7 +325,8 @@ TEST_F(ObjectCacheTest, ConcurrentMissesOfOneChunkReadTheOriginOnce) {
 
 TEST_F(ObjectCacheTest, CapacityIsNeverExceededAndLaterEpochsHit) {
   options_.capacity_bytes = 4 << 20;  // 64 chunks, some of it taken by the index
-  for (int i = 0; i < 16; ++i) Put("f" + std::to_string(i), Pattern(kCs * 2, i));  // 2 MiB total x ...
+  for (int i = 0; i < 16; ++i)
+    Put("f" + std::to_string(i), Pattern(kCs * 2, i));  // 2 MiB total x ...
   for (int i = 16; i < 64; ++i) Put("f" + std::to_string(i), Pattern(kCs * 2, i));  // 8 MiB total
   auto cache = OpenCache();
   uint64_t hits_before = 0;
@@ -348,6 +350,7 @@ TEST_F(ObjectCacheTest, CapacityIsNeverExceededAndLaterEpochsHit) {
 
 TEST_F(ObjectCacheTest, PinnedRangesAreNotPunchedByEviction) {
   options_.capacity_bytes = 2 << 20;
+  options_.low_watermark = 0.2;  // a round evicts nearly everything, newest first
   std::string keep = Pattern(kCs, 1000);
   Put("keep", keep);
   for (int i = 0; i < 64; ++i) Put("f" + std::to_string(i), Pattern(kCs, i));
@@ -365,7 +368,7 @@ TEST_F(ObjectCacheTest, PinnedRangesAreNotPunchedByEviction) {
     ReadAll(*cache, "f" + std::to_string(next++ % 64));
     return cache->counters().evicted_chunks.load() >= 8;
   }));
-  EXPECT_EQ(Materialize(pinned), keep);
+  EXPECT_TRUE(Materialize(pinned) == keep) << "a pinned range was punched";
   uint64_t hits = cache->counters().cache_hit_bytes.load();
   EXPECT_EQ(ReadRange(*cache, o, 0, kCs), keep);
   EXPECT_EQ(cache->counters().cache_hit_bytes.load(), hits + kCs) << "still cached";
@@ -390,7 +393,8 @@ TEST_F(ObjectCacheTest, SequentialReadersArePrefetched) {
   auto cache = OpenCache();
   auto o = cache->Open("a", false).value();
   std::string got;
-  for (uint64_t off = 0; off < data.size(); off += kCs / 2) got += ReadRange(*cache, o, off, kCs / 2);
+  for (uint64_t off = 0; off < data.size(); off += kCs / 2)
+    got += ReadRange(*cache, o, off, kCs / 2);
   EXPECT_EQ(got, data);
   EXPECT_TRUE(Eventually([&] { return cache->counters().prefetched_chunks.load() > 0; }));
   EXPECT_TRUE(Eventually([&] { return cache->Stats()["chunks"] == 32u; }));
@@ -447,12 +451,29 @@ TEST_F(ObjectCacheTest, StatsCarryTheSchema) {
   ReadAll(*cache, "a");
   ReadAll(*cache, "a");
   auto j = cache->Stats();
-  for (const char* k :
-       {"bytes_read", "cache_hit_bytes", "origin_bytes_read", "cache_used_bytes",
-        "cache_capacity_bytes", "objects", "chunks", "evicted_bytes", "revalidations", "errors",
-        "checksum_failures", "collapsed_misses", "prefetched_chunks", "warm_files_queued",
-        "warm_files_done", "warm_bytes", "chunks_not_cached", "index_bytes", "chunk_size",
-        "io_backend", "origin", "cache_dir", "hit_ratio"}) {
+  for (const char* k : {"bytes_read",
+                        "cache_hit_bytes",
+                        "origin_bytes_read",
+                        "cache_used_bytes",
+                        "cache_capacity_bytes",
+                        "objects",
+                        "chunks",
+                        "evicted_bytes",
+                        "revalidations",
+                        "errors",
+                        "checksum_failures",
+                        "collapsed_misses",
+                        "prefetched_chunks",
+                        "warm_files_queued",
+                        "warm_files_done",
+                        "warm_bytes",
+                        "chunks_not_cached",
+                        "index_bytes",
+                        "chunk_size",
+                        "io_backend",
+                        "origin",
+                        "cache_dir",
+                        "hit_ratio"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["bytes_read"], 6u);

@@ -52,18 +52,39 @@ class ReadyLine {
   int fd_;  // GUARDED_BY(mu_)
 };
 
+// libfuse logs some messages in fragments ("unknown option(s): `", "-o ",
+// "x'\n"): join them into lines, and keep the last error line for the
+// one-line failure message.
+std::mutex fuse_log_mu;
+std::string fuse_log_pending;     // GUARDED_BY(fuse_log_mu)
+std::string fuse_last_error;      // GUARDED_BY(fuse_log_mu)
+
 void LogFromFuse(enum fuse_log_level level, const char* fmt, va_list ap) {
   char buf[1024];
   vsnprintf(buf, sizeof(buf), fmt, ap);
-  size_t n = strlen(buf);
-  while (n > 0 && buf[n - 1] == '\n') buf[--n] = '\0';
+  std::lock_guard<std::mutex> lock(fuse_log_mu);
+  fuse_log_pending += buf;
+  if (fuse_log_pending.empty() || fuse_log_pending.back() != '\n') return;
+  fuse_log_pending.pop_back();
+  const std::string line = std::move(fuse_log_pending);
+  fuse_log_pending.clear();
   if (level <= FUSE_LOG_ERR) {
-    LOG_ERROR("libfuse: {}", buf);
+    fuse_last_error = line;
+    LOG_ERROR("libfuse: {}", line);
   } else if (level <= FUSE_LOG_NOTICE) {
-    LOG_INFO("libfuse: {}", buf);
+    LOG_INFO("libfuse: {}", line);
   } else {
-    LOG_DEBUG("libfuse: {}", buf);
+    LOG_DEBUG("libfuse: {}", line);
   }
+}
+
+// What libfuse last said went wrong, for an error message: ": <line>" or "".
+std::string LastFuseError() {
+  std::lock_guard<std::mutex> lock(fuse_log_mu);
+  std::string e = fuse_last_error.empty() ? fuse_log_pending : fuse_last_error;
+  fuse_last_error.clear();
+  fuse_log_pending.clear();
+  return e.empty() ? "" : ": " + e;
 }
 
 // A value inside a -o list: ',' and '\' are libfuse's separators and escape.
@@ -131,7 +152,7 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
   fs.notifier = &notifier;
 
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
-    return Status::Error(EIO, "could not mount at '" + mountpoint + "' (see the libfuse message)");
+    return Status::Error(EIO, "could not mount at '" + mountpoint + "'" + LastFuseError());
   }
 
   std::unique_ptr<ControlSocket> control;
@@ -230,7 +251,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
   const fuse_lowlevel_ops& ops = StokerLowlevelOps();
   fuse_session* se = fuse_session_new(&fargs, &ops, sizeof(ops), fs.get());
   fuse_opt_free_args(&fargs);
-  if (se == nullptr) return Status::Invalid("invalid FUSE options (see the libfuse message)");
+  if (se == nullptr) return Status::Invalid("invalid FUSE options" + LastFuseError());
   // libfuse leaves an ignored signal ignored, and a daemon started from a
   // script's background job inherits SIGINT ignored; these must unmount.
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);

@@ -60,6 +60,11 @@ TEST(ReadMountInfo, SeesTheRootMount) {
   EXPECT_TRUE(FindMountAt(*m, "/").has_value());
 }
 
+TEST(IsDeadFuseMount, LiveDirectoriesAreNot) {
+  EXPECT_FALSE(IsDeadFuseMount("/"));
+  EXPECT_FALSE(IsDeadFuseMount("/no/such/dir"));
+}
+
 TEST(RelativeToRoot, StripsTheRoot) {
   EXPECT_EQ(RelativeToRoot("/mnt/x", "/mnt/x"), "");
   EXPECT_EQ(RelativeToRoot("/mnt/x", "/mnt/x/a/b"), "a/b");

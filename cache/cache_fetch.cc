@@ -1,0 +1,177 @@
+// ObjectCache misses: collapsing concurrent fetches, one origin read per run
+// of consecutive chunks, the identity check after it, and prefetching ahead
+// of sequential readers.
+#include <algorithm>
+
+#include "cache/object_cache_impl.h"
+#include "util/log.h"
+
+namespace stoker {
+namespace {
+
+// One origin read covers at most this many bytes of consecutive misses.
+constexpr uint64_t kMaxRunBytes = 8ull << 20;
+
+}  // namespace
+
+Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
+                                    const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
+                                    FetchTally* tally) {
+  const size_t n = idx.size();
+  out->assign(n, ChunkBytes{});
+  std::vector<std::shared_ptr<Fetcher::Flight>> flights(n);
+  std::vector<char> leader(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    bool lead = false;
+    flights[i] = fetcher_.Join(ChunkKey{v->key.object_id, v->key.version, idx[i]}, &lead);
+    leader[i] = lead;
+  }
+  // A fetch that completed between our miss and our Join has stored the
+  // chunk already (leaders store before completing): use it, not the origin.
+  std::vector<char> resolved(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!leader[i]) continue;
+    if (auto stored = LoadStored(*v, idx[i])) {
+      (*out)[i] = *stored;
+      fetcher_.Complete(ChunkKey{v->key.object_id, v->key.version, idx[i]}, flights[i], *stored);
+      leader[i] = 0;
+      resolved[i] = 1;
+    }
+  }
+  Status first_error;
+  const uint64_t max_run = std::max<uint64_t>(1, kMaxRunBytes / chunk_size_);
+  // Lead first, wait after: see fetcher.h.
+  for (size_t i = 0; i < n;) {
+    if (!leader[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j + 1 < n && leader[j + 1] && idx[j + 1] == idx[j] + 1 && j + 1 - i < max_run) ++j;
+    auto run = ReadRun(*v, origin, idx[i], j - i + 1);
+    for (size_t k = i; k <= j; ++k) {
+      ChunkKey key{v->key.object_id, v->key.version, idx[k]};
+      if (run.ok()) {
+        const ChunkBytes& bytes = (*run)[k - i];
+        StoreChunk(v, idx[k], bytes);
+        (*out)[k] = bytes;
+        tally->chunks++;
+        tally->bytes += bytes.len;
+        fetcher_.Complete(key, flights[k], bytes);
+      } else {
+        fetcher_.Complete(key, flights[k], run.status());
+      }
+    }
+    if (!run.ok() && first_error.ok()) first_error = run.status();
+    i = j + 1;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (leader[i] || resolved[i]) continue;
+    counters_.collapsed_misses++;
+    auto r = Fetcher::Wait(flights[i]);
+    if (r.ok()) {
+      (*out)[i] = *r;
+    } else if (first_error.ok()) {
+      first_error = r.status();
+    }
+  }
+  return first_error;
+}
+
+Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,
+                                                         OriginHandle& origin, uint64_t first,
+                                                         uint64_t n) {
+  const uint64_t size = v.identity.size;
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < n; ++i) total += ChunkLength(size, chunk_size_, first + i);
+  auto origin_error = [&](const Status& s) -> Status {
+    if (IsOriginUnavailable(s.code())) counters_.origin_errors++;
+    if (s.code() == ENOENT) {
+      v.changed_at_origin.store(true);
+      return Status::Error(ESTALE, s.message());
+    }
+    return s;
+  };
+  auto file = origin.Get();
+  if (!file.ok()) return origin_error(file.status());
+  std::shared_ptr<char[]> buf(new char[total]);
+  counters_.origin_reads++;
+  auto got = (*file)->ReadAt(buf.get(), total, ChunkOffset(chunk_size_, first));
+  if (!got.ok()) return origin_error(got.status());
+  counters_.origin_bytes_read += *got;
+  // What was read must be the version this file state stands for, or one
+  // read could mix old and new content.
+  auto id = (*file)->Identity();
+  if (!id.ok()) return origin_error(id.status());
+  if (!(*id == v.identity)) {
+    v.changed_at_origin.store(true);
+    LOG_WARN("origin file '{}' changed while being read; not caching", v.path);
+    return StaleVersion(v);
+  }
+  if (*got != total) {
+    return Status::IOError("origin file '" + v.path + "' returned " + std::to_string(*got) +
+                           " of " + std::to_string(total) + " bytes");
+  }
+  counters_.chunks_fetched += n;
+  std::vector<ChunkBytes> chunks;
+  uint64_t pos = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t len = ChunkLength(size, chunk_size_, first + i);
+    chunks.push_back(ChunkBytes{std::shared_ptr<const char>(buf, buf.get() + pos), len});
+    pos += len;
+  }
+  return chunks;
+}
+
+void ObjectCacheImpl::MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end,
+                                    uint64_t last_chunk) {
+  if (options_.prefetch_bytes == 0) return;
+  const auto& v = f.version;
+  uint64_t from = 0, until = 0;
+  {
+    std::lock_guard<std::mutex> l(f.mu);
+    bool sequential = off == f.next_off;
+    f.next_off = end;
+    if (!sequential) {
+      f.prefetched_until = 0;
+      return;
+    }
+    until = std::min(v->chunks, ChunkCount(end + options_.prefetch_bytes, chunk_size_));
+    from = std::max(f.prefetched_until, last_chunk + 1);
+    // Wait for half a window of new chunks, so that tasks are not one chunk each.
+    uint64_t window = std::max<uint64_t>(1, options_.prefetch_bytes / chunk_size_);
+    if (from >= until || (until - from < (window + 1) / 2 && until < v->chunks)) return;
+    f.prefetched_until = until;
+  }
+  const uint64_t per_task = std::max<uint64_t>(1, (2ull << 20) / chunk_size_);
+  for (uint64_t a = from; a < until; a += per_task) {
+    uint64_t b = std::min(until, a + per_task);
+    auto version = f.version;
+    auto origin = f.origin;
+    pool_->Submit(WorkerPool::Priority::kHigh,
+                  [this, version, origin, a, b] { PrefetchRange(version, origin, a, b); });
+  }
+}
+
+void ObjectCacheImpl::PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
+                                    const std::shared_ptr<OriginHandle>& origin, uint64_t first,
+                                    uint64_t end) {
+  FetchTally tally;
+  Status s = FillRange(v, *origin, first, end, &tally);
+  counters_.prefetched_chunks += tally.chunks;
+  if (!s.ok()) LOG_DEBUG("prefetch of '{}': {}", v->path, s.message());
+}
+
+Status ObjectCacheImpl::FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
+                                  uint64_t first, uint64_t end, FetchTally* tally) {
+  if (v->superseded) return StaleVersion(*v);
+  std::vector<uint64_t> missing;
+  for (uint64_t idx = first; idx < end && idx < v->chunks; ++idx) {
+    if (!IsCached(ChunkKey{v->key.object_id, v->key.version, idx})) missing.push_back(idx);
+  }
+  if (missing.empty()) return Status::OK();
+  std::vector<ChunkBytes> bytes;
+  return FetchChunks(v, origin, missing, &bytes, tally);
+}
+
+}  // namespace stoker

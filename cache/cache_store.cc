@@ -1,0 +1,138 @@
+// ObjectCache writes: storing a fetched chunk (reserve, intent, pwrite,
+// commit), reading one back, and dropping a bad one.
+#include <sys/statvfs.h>
+
+#include <algorithm>
+
+#include "cache/object_cache_impl.h"
+#include "util/checksum.h"
+#include "util/log.h"
+
+namespace stoker {
+
+bool ObjectCacheImpl::FreeSpaceLow(uint64_t need) {
+  struct statvfs vfs;
+  if (::statvfs(options_.dir.c_str(), &vfs) != 0) return true;
+  uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  uint64_t min_free = options_.min_free_bytes;
+  if (min_free == 0) {
+    min_free =
+        std::min<uint64_t>(1ull << 30, static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize / 20);
+  }
+  return avail < min_free + need;
+}
+
+void ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx,
+                                 const ChunkBytes& bytes) {
+  if (v->superseded) return;
+  const ChunkKey key{v->key.object_id, v->key.version, idx};
+  const uint64_t alloc = AllocatedBytes(bytes.len);
+  auto not_cached = [&](const char* why) {
+    counters_.chunks_not_cached++;
+    if (!logged_no_space_.exchange(true)) {
+      LOG_WARN("serving from the origin without caching: {}", why);
+    }
+  };
+  if (FreeSpaceLow(alloc)) return not_cached("the cache filesystem is low on free space");
+  RefreshIndexBytes();
+  if (!quota_.TryReserve(alloc)) {
+    KickEvictor();
+    return not_cached("the cache is full (eviction is running)");
+  }
+  bool verified = false;
+  if (!resident_->TryPin(key, &verified)) return quota_.Release(alloc);
+  auto done = [&](bool committed) {
+    if (committed) {
+      quota_.Commit(alloc);
+    } else {
+      quota_.Release(alloc);
+    }
+    resident_->Unpin(key);
+  };
+  auto existing = index_->GetChunk(key);
+  if (verified || !existing.ok() || *existing) return done(false);
+
+  auto file = store_->BeginWrite(v->key, [&] { return v->superseded.load(); });
+  if (!file.ok()) {
+    if (file.status().code() != ESTALE) LOG_WARN("caching a chunk: {}", file.status().message());
+    return done(false);
+  }
+  bool committed = false;
+  const uint64_t off = ChunkOffset(chunk_size_, idx);
+  Status s = index_->PutIntent(key);
+  if (s.ok()) {
+    s = io_->Write((*file)->fd(), bytes.data.get(), bytes.len, static_cast<off_t>(off));
+    if (s.ok()) {
+      uint64_t tick = index_->Tick();
+      ChunkRecord rec{static_cast<uint32_t>(bytes.len),
+                      ChunkChecksum(bytes.data.get(), bytes.len),
+                      alloc,
+                      tick,
+                      HitState::kProbationary,
+                      tick};
+      s = index_->CommitChunk(key, rec);
+      committed = s.ok();
+    }
+    if (!committed) {
+      // Whatever reached the file goes; the intent covers a crash right here.
+      (void)ChunkStore::Punch((*file)->fd(), off, chunk_size_);
+      (void)index_->DeleteIntent(key);
+    }
+  }
+  if (committed) {
+    resident_->MarkVerified(key);
+    RecordInsert(key);
+    counters_.chunks_written++;
+  } else if (s.code() == ENOSPC) {
+    not_cached("the cache filesystem is full");
+  } else {
+    LOG_WARN("caching chunk {} of '{}': {}", idx, v->path, s.message());
+  }
+  store_->EndWrite(v->key);
+  done(committed);
+  if (quota_.AboveHigh()) KickEvictor();
+}
+
+std::optional<ChunkBytes> ObjectCacheImpl::LoadStored(const ObjectVersion& v, uint64_t idx) {
+  auto rec = index_->GetChunk(ChunkKey{v.key.object_id, v.key.version, idx});
+  if (!rec.ok() || !*rec || (*rec)->len != ChunkLength(v.identity.size, chunk_size_, idx)) {
+    return std::nullopt;
+  }
+  auto file = store_->Get(v.key, false);
+  if (!file.ok()) return std::nullopt;
+  std::shared_ptr<char[]> buf(new char[(*rec)->len]);
+  auto got = io_->Read((*file)->fd(), buf.get(), (*rec)->len,
+                       static_cast<off_t>(ChunkOffset(chunk_size_, idx)));
+  // Not pinned: an eviction racing with us yields a hole, which fails here.
+  if (!got.ok() || *got != (*rec)->len || ChunkChecksum(buf.get(), *got) != (*rec)->xxh3) {
+    return std::nullopt;
+  }
+  return ChunkBytes{std::shared_ptr<const char>(buf, buf.get()), *got, true};
+}
+
+bool ObjectCacheImpl::IsCached(const ChunkKey& key) {
+  bool verified = false;
+  if (resident_->TryPin(key, &verified)) {
+    resident_->Unpin(key);
+    if (verified) return true;
+  }
+  auto rec = index_->GetChunk(key);
+  return rec.ok() && rec->has_value();
+}
+
+void ObjectCacheImpl::DropBadChunk(const ChunkKey& key) {
+  // Another reader still pinning it will drop it, or the next one will.
+  if (!resident_->TryLatchForEvict(key)) return;
+  auto file = store_->Get(key.version_key(), false);
+  if (file.ok())
+    (void)ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
+  auto freed = index_->DropChunk(key);
+  if (freed.ok()) {
+    quota_.Free(*freed);
+  } else {
+    LOG_WARN("dropping a bad chunk: {}", freed.status().message());
+  }
+  resident_->ReleaseLatch(key);
+}
+
+}  // namespace stoker

@@ -1,0 +1,173 @@
+// CheckCache: a cache made by ObjectCache, then damaged the ways a crash, a
+// bad disk or a person can damage it; fsck finds each, --repair fixes each,
+// and the repaired cache serves the right bytes.
+#include "cache/fsck.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <unistd.h>
+
+#include "cache/cache_test_util.h"
+#include "cache/chunk_index.h"
+#include "cache/chunk_store.h"
+#include "cache/local_origin.h"
+#include "cache/object_cache.h"
+
+namespace stoker {
+namespace {
+
+using testing::Pattern;
+
+constexpr uint64_t kCs = 64 << 10;
+
+class FsckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto io = MakeIoBackend(IoBackendKind::kSyscall);
+    ASSERT_TRUE(io.ok());
+    auto local = LocalOrigin::Create(origin_.path(), std::shared_ptr<IoBackend>(std::move(*io)));
+    ASSERT_TRUE(local.ok());
+    origin_ptr_ = *local;
+    options_.dir = cache_.Sub("c");
+    options_.chunk_size = kCs;
+    options_.capacity_bytes = 64 << 20;
+    options_.prefetch_bytes = 0;
+    testing::WriteFile(origin_.Sub("a"), Pattern(3 * kCs + 5, 1));
+    testing::WriteFile(origin_.Sub("b"), Pattern(kCs, 2));
+    Populate();
+  }
+
+  std::unique_ptr<ObjectCache> OpenCache() {
+    auto c = ObjectCache::Open(options_, origin_ptr_);
+    STOKER_CHECK(c.ok(), c.status().message().c_str());
+    return std::move(c).value();
+  }
+
+  std::string ReadAll(ObjectCache& c, const std::string& path) {
+    auto o = c.Open(path, false).value();
+    ReadReply r;
+    EXPECT_TRUE(c.Read(*o.file, 0, 1 << 30, &r).ok());
+    return testing::Materialize(r);
+  }
+
+  void Populate() {
+    auto c = OpenCache();
+    ReadAll(*c, "a");
+    ReadAll(*c, "b");
+  }
+
+  FsckReport Check(bool repair) {
+    auto r = CheckCache(options_.dir, repair);
+    STOKER_CHECK(r.ok(), r.status().message().c_str());
+    return *r;
+  }
+
+  std::unique_ptr<ChunkIndex> Index() {
+    ChunkIndex::Options o;
+    o.path = options_.dir + "/index";
+    o.create_if_missing = false;
+    return ChunkIndex::Open(o).value();
+  }
+
+  std::string Data(const char* rel) const { return options_.dir + "/data/" + rel; }
+
+  testing::ScratchDir origin_{"fsck-origin"};
+  testing::ScratchDir cache_{"fsck-cache"};
+  std::shared_ptr<Origin> origin_ptr_;
+  CacheOptions options_;
+};
+
+TEST_F(FsckTest, AFreshCacheIsClean) {
+  FsckReport r = Check(false);
+  EXPECT_TRUE(r.clean()) << r.ToJson().dump(1);
+  EXPECT_EQ(r.objects, 2u);
+  EXPECT_EQ(r.chunks, 5u);
+  EXPECT_EQ(r.bytes_checked, 4 * kCs + 5);
+  EXPECT_EQ(r.ToJson()["clean"], true);
+}
+
+TEST_F(FsckTest, RefusesWhileADaemonHoldsTheCache) {
+  auto c = OpenCache();
+  auto r = CheckCache(options_.dir, false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EBUSY);
+}
+
+TEST_F(FsckTest, RefusesWhatIsNotACache) {
+  EXPECT_FALSE(CheckCache(cache_.Sub("missing"), false).ok());
+  EXPECT_EQ(CheckCache(origin_.path(), false).status().code(), EINVAL);
+}
+
+TEST_F(FsckTest, FindsAndRepairsEveryKindOfDamage) {
+  // a is object 1 (data/01/1-1), b is object 2.
+  testing::FlipByte(Data("01/1-1"), 2 * kCs + 7);  // bad checksum in a's chunk 2
+  {
+    int fd = open(Data("02/2-1").c_str(), O_RDWR);  // b's only chunk punched out
+    ASSERT_TRUE(ChunkStore::Punch(fd, 0, kCs).ok());
+    // and data no record refers to, in a slot of an existing file
+    std::string junk = Pattern(kCs, 3);
+    ASSERT_EQ(pwrite(fd, junk.data(), junk.size(), 5 * kCs), static_cast<ssize_t>(kCs));
+    close(fd);
+  }
+  testing::WriteFile(Data("07/7-1"), "orphan");  // a file no record refers to
+  testing::WriteFile(Data("07/junk"), "not ours");
+  {
+    auto idx = Index();
+    ASSERT_TRUE(idx->PutIntent({1, 1, 9}).ok());  // a crashed write
+    IndexMeta m = idx->meta();
+    m.usage_bytes += 4096;  // books that no longer add up
+    ASSERT_TRUE(idx->WriteMeta(m).ok());
+  }
+  {
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), options_.dir + "/index", &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), ChunkRecordKey({1, 1, 3}), "garbage").ok());
+    delete db;
+  }
+
+  FsckReport r = Check(false);
+  EXPECT_FALSE(r.clean());
+  EXPECT_EQ(r.bad_checksums, 1u);
+  EXPECT_EQ(r.missing_data, 1u);
+  // 07/7-1, 07/junk, the range in 02/2-1, and a's chunk 3 whose record is garbage.
+  EXPECT_EQ(r.orphan_files, 4u);
+  EXPECT_EQ(r.pending_writes, 1u);
+  EXPECT_EQ(r.bad_records, 2u);  // the record, and the eviction key it orphaned
+  EXPECT_TRUE(r.usage_mismatch);
+  EXPECT_EQ(r.repaired, 0u);
+  EXPECT_EQ(r.problems.size(), 10u) << r.ToJson().dump(1);
+  EXPECT_EQ(Check(false).problems.size(), 10u) << "a check without repair changes nothing";
+
+  FsckReport fixed = Check(true);
+  EXPECT_GE(fixed.repaired, 7u);
+  FsckReport after = Check(false);
+  EXPECT_TRUE(after.clean()) << after.ToJson().dump(1);
+  EXPECT_EQ(after.chunks, 2u);  // a's chunks 0, 1 (2 was bad, 3 undecodable; b's was gone)
+
+  auto c = OpenCache();
+  EXPECT_TRUE(ReadAll(*c, "a") == Pattern(3 * kCs + 5, 1));
+  EXPECT_TRUE(ReadAll(*c, "b") == Pattern(kCs, 2));
+  EXPECT_EQ(c->counters().checksum_failures.load(), 0u) << "fsck dropped the bad chunk";
+  EXPECT_EQ(c->counters().chunks_fetched.load(), 3u);
+}
+
+TEST_F(FsckTest, AnInterruptedVersionDropIsFinishedByRepair) {
+  {
+    auto idx = Index();
+    ObjectRecord rec = idx->GetObject("a").value().value();
+    rec.version = 2;
+    ASSERT_TRUE(idx->ReplaceObject("a", rec, {rec.object_id, 1}).ok());
+  }
+  FsckReport r = Check(false);
+  EXPECT_EQ(r.pending_writes, 1u);
+  EXPECT_EQ(r.orphan_files, 0u) << "its file belongs to the pending drop";
+  Check(true);
+  FsckReport after = Check(false);
+  EXPECT_TRUE(after.clean()) << after.ToJson().dump(1);
+  EXPECT_EQ(after.chunks, 1u);
+  EXPECT_NE(access(Data("01/1-1").c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,49 @@
+#include "fs/control_files.h"
+
+#include <gtest/gtest.h>
+
+namespace stoker {
+namespace {
+
+TEST(ControlFilesTest, ReachableByNameOnly) {
+  ControlFiles c([] { return nlohmann::json{{"bytes_read", 5}}; });
+  EXPECT_EQ(c.Lookup(1, ".stoker"), ControlFiles::kDirId);
+  EXPECT_EQ(c.Lookup(ControlFiles::kDirId, "stats.json"), ControlFiles::kStatsId);
+  EXPECT_FALSE(c.Lookup(1, "stats.json").has_value());
+  EXPECT_FALSE(c.Lookup(ControlFiles::kDirId, "other").has_value());
+  EXPECT_FALSE(c.Lookup(ControlFiles::kFirstDynamicId, ".stoker").has_value())
+      << "only the root holds .stoker";
+}
+
+TEST(ControlFilesTest, AttributesAreReadOnly) {
+  ControlFiles c(nullptr);
+  struct stat d = c.Attr(ControlFiles::kDirId);
+  struct stat f = c.Attr(ControlFiles::kStatsId);
+  EXPECT_TRUE(S_ISDIR(d.st_mode));
+  EXPECT_EQ(d.st_mode & 0777, 0555u);
+  EXPECT_TRUE(S_ISREG(f.st_mode));
+  EXPECT_EQ(f.st_mode & 0777, 0444u);
+  EXPECT_NE(d.st_ino, f.st_ino);
+  ASSERT_EQ(c.List(ControlFiles::kDirId).size(), 1u);
+  EXPECT_EQ(c.List(ControlFiles::kDirId)[0].name, "stats.json");
+}
+
+TEST(ControlFilesTest, SnapshotIsTheStatsJson) {
+  int calls = 0;
+  ControlFiles c([&] { return nlohmann::json{{"bytes_read", ++calls}, {"path", "a\xff"}}; });
+  nlohmann::json first = nlohmann::json::parse(c.Snapshot(ControlFiles::kStatsId));
+  nlohmann::json second = nlohmann::json::parse(c.Snapshot(ControlFiles::kStatsId));
+  EXPECT_EQ(first["bytes_read"], 1);
+  EXPECT_EQ(second["bytes_read"], 2) << "each open takes a fresh snapshot";
+  EXPECT_TRUE(first["path"].is_string()) << "invalid UTF-8 is replaced, not thrown";
+}
+
+TEST(ControlFilesTest, VirtualIdRange) {
+  EXPECT_FALSE(ControlFiles::IsVirtual(1));
+  EXPECT_TRUE(ControlFiles::IsVirtual(ControlFiles::kDirId));
+  EXPECT_TRUE(ControlFiles::IsVirtual(ControlFiles::kStatsId));
+  EXPECT_FALSE(ControlFiles::IsVirtual(ControlFiles::kFirstDynamicId));
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,72 @@
+// HandleControlRequest against a real ObjectCache over a real local origin.
+#include "fs/control_requests.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "cache/cache_test_util.h"
+
+namespace stoker {
+namespace {
+
+using stoker::testing::Pattern;
+using stoker::testing::ScratchDir;
+using stoker::testing::WriteFile;
+
+class ControlRequestsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFile(origin_dir_.Sub("train/a"), Pattern(100000, 1));
+    WriteFile(origin_dir_.Sub("train/b"), Pattern(5000, 2));
+    Result<std::shared_ptr<Origin>> origin = MakeOrigin(origin_dir_.path());
+    ASSERT_TRUE(origin.ok()) << origin.status().message();
+    CacheOptions o;
+    o.dir = cache_dir_.Sub("cache");
+    o.capacity_bytes = 64ull << 20;
+    Result<std::unique_ptr<ObjectCache>> cache = ObjectCache::Open(o, *origin);
+    ASSERT_TRUE(cache.ok()) << cache.status().message();
+    cache_ = std::move(cache).value();
+  }
+  nlohmann::json Do(const nlohmann::json& r) {
+    return HandleControlRequest(r, *cache_, "/mnt/data", [] { return nlohmann::json{{"x", 1}}; });
+  }
+
+  ScratchDir origin_dir_{"ctlreq-origin"};
+  ScratchDir cache_dir_{"ctlreq-cache"};
+  std::unique_ptr<ObjectCache> cache_;
+};
+
+TEST_F(ControlRequestsTest, PingAndStats) {
+  nlohmann::json p = Do({{"op", "ping"}});
+  EXPECT_EQ(p["ok"], true);
+  EXPECT_EQ(p["pid"], getpid());
+  EXPECT_EQ(Do({{"op", "stats"}})["stats"]["x"], 1);
+}
+
+TEST_F(ControlRequestsTest, WarmQueuesFilesAndDirectories) {
+  nlohmann::json a = Do({{"op", "warm"}, {"path", "train/a"}});
+  EXPECT_EQ(a["ok"], true) << a.dump();
+  EXPECT_EQ(a["queued"], 1);
+  nlohmann::json b = Do({{"op", "warm"}, {"paths", {"/mnt/data/train", "train/b"}}});
+  EXPECT_EQ(b["ok"], true) << b.dump();
+  EXPECT_EQ(b["queued"], 2);
+  EXPECT_GE(cache_->counters().warm_files_queued.load(), 1u);
+}
+
+TEST_F(ControlRequestsTest, BadRequestsAnswerOneLineErrors) {
+  for (const nlohmann::json& r : {nlohmann::json{{"op", "warm"}},
+                                  nlohmann::json{{"op", "warm"}, {"path", 5}},
+                                  nlohmann::json{{"op", "warm"}, {"path", "../etc"}},
+                                  nlohmann::json{{"op", "warm"}, {"path", "/elsewhere/x"}},
+                                  nlohmann::json{{"op", "warm"}, {"path", ".stoker/stats.json"}},
+                                  nlohmann::json{{"op", "warm"}, {"path", "train/missing"}},
+                                  nlohmann::json{{"op", "explode"}}, nlohmann::json{{"x", 1}}}) {
+    nlohmann::json a = Do(r);
+    EXPECT_EQ(a["ok"], false) << r.dump();
+    ASSERT_TRUE(a["error"].is_string()) << r.dump();
+    EXPECT_EQ(a["error"].get<std::string>().find('\n'), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,176 @@
+#include "fs/inode_table.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+namespace stoker {
+namespace {
+
+constexpr uint64_t kFirst = 16;
+
+struct stat Attr(uint64_t ino, mode_t type = S_IFREG, uint64_t dev = 7) {
+  struct stat st {};
+  st.st_dev = dev;
+  st.st_ino = ino;
+  st.st_mode = type | 0644;
+  return st;
+}
+
+TEST(InodeTableTest, RootIsAlwaysThere) {
+  InodeTable t(kFirst);
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(*t.Path(InodeTable::kRootId), "");
+  t.Forget(InodeTable::kRootId, 5);  // the kernel may forget the root at unmount
+  EXPECT_EQ(t.size(), 1u);
+}
+
+TEST(InodeTableTest, IdsStartAfterTheReservedRange) {
+  InodeTable t(kFirst);
+  Result<uint64_t> a = t.Lookup(InodeTable::kRootId, "a", Attr(100));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, kFirst);
+}
+
+TEST(InodeTableTest, PathsAreBuiltFromParents) {
+  InodeTable t(kFirst);
+  uint64_t d = *t.Lookup(InodeTable::kRootId, "train", Attr(10, S_IFDIR));
+  uint64_t e = *t.Lookup(d, "sub dir", Attr(11, S_IFDIR));
+  uint64_t f = *t.Lookup(e, "x ü.jpg", Attr(12));
+  EXPECT_EQ(*t.Path(d), "train");
+  EXPECT_EQ(*t.Path(e), "train/sub dir");
+  EXPECT_EQ(*t.Path(f), "train/sub dir/x ü.jpg");
+  Result<InodeTable::NodeInfo> info = t.Info(f);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->origin_ino, 12u);
+  EXPECT_EQ(info->parent, e);
+  EXPECT_EQ(info->parent_origin_ino, 11u);
+}
+
+TEST(InodeTableTest, RepeatedLookupsCountAndForgetRemoves) {
+  InodeTable t(kFirst);
+  uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100));
+  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "a", Attr(100)), a);
+  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "a", Attr(100)), a);
+  EXPECT_EQ(t.LookupCount(a), 3u);
+  t.Forget(a, 2);
+  EXPECT_EQ(t.LookupCount(a), 1u);
+  EXPECT_TRUE(t.Path(a).ok());
+  t.Forget(a, 1);
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(t.Path(a).status().code(), ESTALE);
+  // The same origin file looked up again gets a fresh id: ids are never reused.
+  uint64_t again = *t.Lookup(InodeTable::kRootId, "a", Attr(100));
+  EXPECT_NE(again, a);
+}
+
+TEST(InodeTableTest, ParentStaysWhileAChildIsLive) {
+  InodeTable t(kFirst);
+  uint64_t d = *t.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
+  uint64_t f = *t.Lookup(d, "f", Attr(11));
+  t.Forget(d, 1);  // the kernel dropped the directory before the file
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(*t.Path(f), "d/f");
+  t.Forget(f, 1);
+  EXPECT_EQ(t.size(), 1u) << "the parent goes with its last child";
+}
+
+TEST(InodeTableTest, HardLinksShareOneNode) {
+  InodeTable t(kFirst);
+  uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100));
+  uint64_t d = *t.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
+  uint64_t b = *t.Lookup(d, "b", Attr(100));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(t.LookupCount(a), 2u);
+  EXPECT_EQ(*t.Path(a), "d/b") << "re-pointed at the newest name";
+  t.Forget(d, 1);
+  EXPECT_EQ(*t.Path(a), "d/b") << "d is held by its child";
+  t.Forget(a, 2);
+  EXPECT_EQ(t.size(), 1u);
+}
+
+TEST(InodeTableTest, RepointingAwayFromAParentReleasesIt) {
+  InodeTable t(kFirst);
+  uint64_t d = *t.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
+  uint64_t a = *t.Lookup(d, "a", Attr(100));
+  t.Forget(d, 1);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "link", Attr(100)), a);
+  EXPECT_EQ(t.size(), 2u) << "d had no lookups and no other child";
+  EXPECT_EQ(*t.Path(a), "link");
+}
+
+TEST(InodeTableTest, SameInodeNumberOnAnotherDeviceIsAnotherNode) {
+  InodeTable t(kFirst);
+  uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100, S_IFREG, 1));
+  uint64_t b = *t.Lookup(InodeTable::kRootId, "b", Attr(100, S_IFREG, 2));
+  EXPECT_NE(a, b);
+}
+
+TEST(InodeTableTest, ReusedInodeNumberOfAnotherTypeGetsAFreshNode) {
+  InodeTable t(kFirst);
+  uint64_t f = *t.Lookup(InodeTable::kRootId, "x", Attr(100, S_IFREG));
+  uint64_t d = *t.Lookup(InodeTable::kRootId, "x", Attr(100, S_IFDIR));
+  EXPECT_NE(f, d);
+  EXPECT_EQ(*t.Path(f), "x");  // the old node lives on until forgotten
+  t.Forget(f, 1);
+  EXPECT_TRUE(t.Path(d).ok());
+  EXPECT_EQ(t.size(), 2u);
+}
+
+TEST(InodeTableTest, DirectoryLoopIsNotRepointedIntoACycle) {
+  InodeTable t(kFirst);
+  uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(10, S_IFDIR));
+  uint64_t b = *t.Lookup(a, "b", Attr(11, S_IFDIR));
+  // a/b/loop is a bind mount of a: same (dev, ino) as a.
+  EXPECT_EQ(*t.Lookup(b, "loop", Attr(10, S_IFDIR)), a);
+  EXPECT_EQ(*t.Path(a), "a");
+  EXPECT_EQ(*t.Path(b), "a/b");
+}
+
+TEST(InodeTableTest, LookupInUnknownParentIsStale) {
+  InodeTable t(kFirst);
+  EXPECT_EQ(t.Lookup(999, "a", Attr(1)).status().code(), ESTALE);
+  EXPECT_EQ(t.Info(999).status().code(), ESTALE);
+}
+
+TEST(InodeTableDeathTest, ForgetBelowZeroAborts) {
+  InodeTable t(kFirst);
+  uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100));
+  EXPECT_DEATH(t.Forget(a, 2), "below a zero lookup count");
+}
+
+TEST(InodeTableDeathTest, ForgetOfUnknownNodeAborts) {
+  InodeTable t(kFirst);
+  EXPECT_DEATH(t.Forget(12345, 1), "not live");
+}
+
+TEST(InodeTableTest, ConcurrentLookupsAndForgetsBalance) {
+  InodeTable t(kFirst);
+  uint64_t d = *t.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
+  constexpr int kThreads = 4;
+  constexpr int kFiles = 200;
+  constexpr int kRounds = 20;
+  std::vector<std::thread> threads;
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&t, d] {
+      for (int r = 0; r < kRounds; ++r) {
+        std::vector<uint64_t> ids;
+        for (int i = 0; i < kFiles; ++i) {
+          ids.push_back(*t.Lookup(d, "f" + std::to_string(i), Attr(1000 + i)));
+        }
+        for (uint64_t id : ids) {
+          ASSERT_TRUE(t.Path(id).ok());
+          t.Forget(id, 1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(t.size(), 2u) << "only the root and d are left";
+  EXPECT_EQ(t.LookupCount(d), 1u);
+}
+
+}  // namespace
+}  // namespace stoker

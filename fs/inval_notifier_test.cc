@@ -1,0 +1,102 @@
+#include "fs/inval_notifier.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace stoker {
+namespace {
+
+// A gate the notify function waits at, opened by the test.
+class Gate {
+ public:
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return open_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+TEST(InvalNotifierTest, SendsOffTheCallingThread) {
+  std::promise<std::thread::id> sender;
+  InvalNotifier n([&](uint64_t ino) {
+    EXPECT_EQ(ino, 42u);
+    sender.set_value(std::this_thread::get_id());
+    return 0;
+  });
+  n.Invalidate(42);
+  EXPECT_NE(sender.get_future().get(), std::this_thread::get_id());
+  n.Stop();
+  EXPECT_EQ(n.sent(), 1u);
+}
+
+TEST(InvalNotifierTest, DeduplicatesWhatIsStillQueued) {
+  std::mutex mu;
+  std::vector<uint64_t> calls;
+  std::promise<void> entered;
+  Gate gate;
+  InvalNotifier n([&](uint64_t ino) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      calls.push_back(ino);
+    }
+    if (ino == 1) {
+      entered.set_value();
+      gate.Wait();
+    }
+    return -ENOENT;  // the kernel did not know it: not an error
+  });
+  n.Invalidate(1);
+  entered.get_future().wait();  // 1 is being sent; 5 queues behind it
+  n.Invalidate(5);
+  n.Invalidate(5);
+  n.Invalidate(5);
+  gate.Open();
+  while (n.sent() < 2) std::this_thread::yield();
+  n.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(calls, (std::vector<uint64_t>{1, 5}));
+}
+
+TEST(InvalNotifierTest, StopUnblocksAStuckNotification) {
+  Gate gate;
+  std::promise<void> entered;
+  std::atomic<bool> unblocked{false};
+  InvalNotifier n([&](uint64_t) {
+    entered.set_value();
+    gate.Wait();  // stuck in the kernel, as far as the notifier knows
+    return -ENOTCONN;
+  });
+  n.Invalidate(7);
+  entered.get_future().wait();
+  n.Stop([&] {
+    unblocked = true;
+    gate.Open();
+  });
+  EXPECT_TRUE(unblocked);
+}
+
+TEST(InvalNotifierTest, NothingIsSentAfterStop) {
+  std::atomic<int> calls{0};
+  InvalNotifier n([&](uint64_t) { return ++calls, 0; });
+  n.Stop();
+  n.Invalidate(3);
+  n.Stop();  // a second Stop is harmless
+  EXPECT_EQ(calls, 0);
+}
+
+}  // namespace
+}  // namespace stoker
