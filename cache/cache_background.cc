@@ -200,9 +200,13 @@ Status ObjectCacheImpl::Warm(const std::string& path) {
   if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
     return Status::Invalid("cannot warm '" + path + "': not a file or directory");
   }
+  // A file counts as queued now, so stat shows it at once; a directory's
+  // files count as the walk finds them.
+  bool counted = S_ISREG(st->st_mode);
+  if (counted) counters_.warm_files_queued++;
   {
     std::lock_guard<std::mutex> l(warm_mu_);
-    warm_queue_.push_back(path);
+    warm_queue_.push_back({path, counted});
   }
   warm_cv_.notify_one();
   return Status::OK();
@@ -211,15 +215,18 @@ Status ObjectCacheImpl::Warm(const std::string& path) {
 void ObjectCacheImpl::WarmLoop() {
   for (;;) {
     std::string root;
+    bool counted = false;
     {
       std::unique_lock<std::mutex> l(warm_mu_);
       warm_cv_.wait(l, [&] { return warm_stop_ || !warm_queue_.empty(); });
       if (warm_stop_) return;
-      root = std::move(warm_queue_.front());
+      root = std::move(warm_queue_.front().first);
+      counted = warm_queue_.front().second;
       warm_queue_.pop_front();
     }
     auto queue_file = [&](const std::string& p) {
-      counters_.warm_files_queued++;
+      if (!counted) counters_.warm_files_queued++;
+      counted = false;
       if (!pool_->Submit(WorkerPool::Priority::kLow, [this, p] { WarmFile(p); })) {
         counters_.warm_files_queued--;
       }
@@ -227,11 +234,16 @@ void ObjectCacheImpl::WarmLoop() {
     auto st = origin_->Stat(root);
     if (!st.ok()) {
       LOG_WARN("warm '{}': {}", root, st.status().message());
+      if (counted) counters_.warm_files_done++;
       continue;
     }
     if (S_ISREG(st->st_mode)) {
       queue_file(root);
       continue;
+    }
+    if (counted) {
+      counters_.warm_files_done++;  // it was a file when queued; it is not one now
+      counted = false;
     }
     std::vector<std::string> dirs{root};
     while (!dirs.empty()) {

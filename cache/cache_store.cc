@@ -27,6 +27,8 @@ void ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   if (v->superseded) return;
   const ChunkKey key{v->key.object_id, v->key.version, idx};
   const uint64_t alloc = AllocatedBytes(bytes.len);
+  // A full quota is the steady state of a cache smaller than its dataset;
+  // a full filesystem is worth one warning.
   auto not_cached = [&](const char* why) {
     counters_.chunks_not_cached++;
     if (!logged_no_space_.exchange(true)) {
@@ -36,8 +38,9 @@ void ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   if (FreeSpaceLow(alloc)) return not_cached("the cache filesystem is low on free space");
   RefreshIndexBytes();
   if (!quota_.TryReserve(alloc)) {
+    counters_.chunks_not_cached++;
     KickEvictor();
-    return not_cached("the cache is full (eviction is running)");
+    return;
   }
   bool verified = false;
   if (!resident_->TryPin(key, &verified)) return quota_.Release(alloc);

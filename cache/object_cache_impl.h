@@ -236,8 +236,9 @@ class ObjectCacheImpl final : public ObjectCache {
   // Warm.
   std::mutex warm_mu_;
   std::condition_variable warm_cv_;
-  bool warm_stop_ = false;              // GUARDED_BY(warm_mu_)
-  std::deque<std::string> warm_queue_;  // GUARDED_BY(warm_mu_)
+  bool warm_stop_ = false;  // GUARDED_BY(warm_mu_)
+  // Paths to warm, and whether Warm already counted them in warm_files_queued.
+  std::deque<std::pair<std::string, bool>> warm_queue_;  // GUARDED_BY(warm_mu_)
   std::thread warmer_;
 
   std::atomic<bool> logged_no_space_{false};

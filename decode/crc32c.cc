@@ -1,5 +1,6 @@
 #include "decode/crc32c.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -8,56 +9,93 @@
 #endif
 
 namespace stoker {
+namespace crc32c_internal {
 namespace {
 
-struct Table {
-  uint32_t t[256];
-  Table() {
+constexpr uint32_t kPoly = 0x82f63b78u;  // reflected Castagnoli polynomial
+
+// t[k][b]: the CRC of byte b followed by k zero bytes, for slicing-by-8.
+struct Tables {
+  uint32_t t[8][256];
+  Tables() {
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-      t[i] = c;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
+      t[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; ++i) {
+      for (int k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
     }
   }
 };
 
-uint32_t ExtendTable(uint32_t crc, const uint8_t* p, size_t n) {
-  static const Table table;
-  crc = ~crc;
-  while (n--) crc = table.t[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-  return ~crc;
+const Tables& GetTables() {
+  static const Tables tables;
+  return tables;
+}
+
+}  // namespace
+
+uint32_t ExtendPortable(uint32_t crc, const void* data, size_t len) {
+  const auto& t = GetTables().t;
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c = ~crc;
+  while (len >= 8) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + 4, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    lo = __builtin_bswap32(lo);
+    hi = __builtin_bswap32(hi);
+#endif
+    lo ^= c;
+    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^
+        t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+    p += 8;
+    len -= 8;
+  }
+  while (len--) c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+  return ~c;
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t ExtendHw(uint32_t crc, const uint8_t* p, size_t n) {
-  uint64_t c = ~crc;
-  while (n >= 8) {
+bool HardwareAvailable() {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
+}
+
+__attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const void* data,
+                                                          size_t len) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c32 = ~crc;
+  // Byte steps up to 8-byte alignment keep the 8-byte loads aligned.
+  while (len > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
+    c32 = _mm_crc32_u8(c32, *p++);
+    --len;
+  }
+  uint64_t c = c32;
+  while (len >= 8) {
     uint64_t v;
     std::memcpy(&v, p, 8);
     c = _mm_crc32_u64(c, v);
     p += 8;
-    n -= 8;
+    len -= 8;
   }
-  uint32_t c32 = static_cast<uint32_t>(c);
-  while (n--) c32 = _mm_crc32_u8(c32, *p++);
+  c32 = static_cast<uint32_t>(c);
+  while (len--) c32 = _mm_crc32_u8(c32, *p++);
   return ~c32;
 }
-
-bool HaveSse42() {
-  unsigned a, b, c, d;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
-}
+#else
+bool HardwareAvailable() { return false; }
+uint32_t ExtendHardware(uint32_t, const void*, size_t) { std::abort(); }
 #endif
 
-}  // namespace
+}  // namespace crc32c_internal
 
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t len) {
-  const auto* p = static_cast<const uint8_t*>(data);
-#if defined(__x86_64__)
-  static const bool hw = HaveSse42();
-  if (hw) return ExtendHw(crc, p, len);
-#endif
-  return ExtendTable(crc, p, len);
+  static const bool hw = crc32c_internal::HardwareAvailable();
+  if (hw) return crc32c_internal::ExtendHardware(crc, data, len);
+  return crc32c_internal::ExtendPortable(crc, data, len);
 }
 
 }  // namespace stoker

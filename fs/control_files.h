@@ -23,12 +23,11 @@
 #include <cstdint>
 #include <ctime>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cache/origin.h"
 

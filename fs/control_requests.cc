@@ -35,9 +35,8 @@ nlohmann::json Warm(const nlohmann::json& request, ObjectCache& cache,
     Result<std::string> rel = NormalizeClientPath(p, mountpoint);
     if (!rel.ok()) return Error(rel.status().message());
     const std::string& r = *rel;
-    if (r == ControlFiles::kDirName ||
-        r.compare(0, ControlFiles::kDirName.size() + 1, std::string(ControlFiles::kDirName) + "/") ==
-            0) {
+    if (r == ControlFiles::kDirName || r.compare(0, ControlFiles::kDirName.size() + 1,
+                                                 std::string(ControlFiles::kDirName) + "/") == 0) {
       return Error("warm: '" + p + "' is a control file, not origin data");
     }
     Status st = cache.Warm(r);

@@ -54,13 +54,13 @@ TEST_F(ControlRequestsTest, WarmQueuesFilesAndDirectories) {
 }
 
 TEST_F(ControlRequestsTest, BadRequestsAnswerOneLineErrors) {
-  for (const nlohmann::json& r : {nlohmann::json{{"op", "warm"}},
-                                  nlohmann::json{{"op", "warm"}, {"path", 5}},
-                                  nlohmann::json{{"op", "warm"}, {"path", "../etc"}},
-                                  nlohmann::json{{"op", "warm"}, {"path", "/elsewhere/x"}},
-                                  nlohmann::json{{"op", "warm"}, {"path", ".stoker/stats.json"}},
-                                  nlohmann::json{{"op", "warm"}, {"path", "train/missing"}},
-                                  nlohmann::json{{"op", "explode"}}, nlohmann::json{{"x", 1}}}) {
+  for (const nlohmann::json& r :
+       {nlohmann::json{{"op", "warm"}}, nlohmann::json{{"op", "warm"}, {"path", 5}},
+        nlohmann::json{{"op", "warm"}, {"path", "../etc"}},
+        nlohmann::json{{"op", "warm"}, {"path", "/elsewhere/x"}},
+        nlohmann::json{{"op", "warm"}, {"path", ".stoker/stats.json"}},
+        nlohmann::json{{"op", "warm"}, {"path", "train/missing"}},
+        nlohmann::json{{"op", "explode"}}, nlohmann::json{{"x", 1}}}) {
     nlohmann::json a = Do(r);
     EXPECT_EQ(a["ok"], false) << r.dump();
     ASSERT_TRUE(a["error"].is_string()) << r.dump();

@@ -24,8 +24,7 @@ Status FillAddress(const std::string& path, sockaddr_un* addr) {
   addr->sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr->sun_path)) {
     return Status::Error(ENAMETOOLONG, "control socket path '" + path + "' is longer than " +
-                                           std::to_string(sizeof(addr->sun_path) - 1) +
-                                           " bytes");
+                                           std::to_string(sizeof(addr->sun_path) - 1) + " bytes");
   }
   std::memcpy(addr->sun_path, path.data(), path.size());
   return Status::OK();
@@ -164,8 +163,8 @@ void ControlSocket::ServeOne(int fd) {
       }
     }
   }
-  Status st = WriteAll(fd, answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-                               "\n");
+  Status st =
+      WriteAll(fd, answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   if (!st.ok()) LOG_DEBUG("{}", st.message());
 }
 

@@ -18,10 +18,9 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "util/status.h"
 
@@ -48,7 +47,7 @@ class ControlSocket {
 
   const std::string path_;
   const int listen_fd_;
-  const int wake_read_;   // a byte here stops Serve()
+  const int wake_read_;  // a byte here stops Serve()
   const int wake_write_;
   Handler handler_;
   std::thread thread_;

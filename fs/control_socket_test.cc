@@ -72,9 +72,8 @@ TEST(ControlSocketTest, NonJsonIsRefusedWithoutCallingTheHandler) {
 TEST(ControlSocketTest, HandlerExceptionBecomesAnError) {
   ScratchDir dir("ctlsock");
   const std::string path = dir.Sub("control.sock");
-  auto sock = ControlSocket::Start(path, [](const nlohmann::json&) -> nlohmann::json {
-    throw std::runtime_error("boom");
-  });
+  auto sock = ControlSocket::Start(
+      path, [](const nlohmann::json&) -> nlohmann::json { throw std::runtime_error("boom"); });
   ASSERT_TRUE(sock.ok());
   Result<nlohmann::json> a = ControlRequest(path, {{"op", "x"}});
   ASSERT_TRUE(a.ok());

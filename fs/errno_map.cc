@@ -8,14 +8,14 @@ int ErrnoFor(const Status& status) {
   if (status.ok()) return 0;
   const int code = status.code();
   switch (code) {
-    case ENOSYS:        // would disable the operation for the whole mount
-    case EBADMSG:       // corruption is the cache's business, not the reader's
-    case ENOTCONN:      // the origin is unreachable, not our mount
+    case ENOSYS:    // would disable the operation for the whole mount
+    case EBADMSG:   // corruption is the cache's business, not the reader's
+    case ENOTCONN:  // the origin is unreachable, not our mount
     case ECONNREFUSED:
     case ECONNRESET:
     case EHOSTUNREACH:
     case ENETUNREACH:
-    case ENOSPC:        // the cache serves from the origin when full
+    case ENOSPC:  // the cache serves from the origin when full
     case EDQUOT:
       return EIO;
     default:

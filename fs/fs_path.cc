@@ -14,8 +14,8 @@ std::string JoinPath(std::string_view parent, std::string_view name) {
 }
 
 bool IsValidComponent(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
 }
 
 namespace {

@@ -43,8 +43,8 @@ Result<std::unique_ptr<DirHandle>> Snapshot(FsContext& fs, fuse_ino_t ino) {
   return h;
 }
 
-void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
-                   fuse_file_info* fi, bool plus) {
+void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi,
+                   bool plus) {
   Reply reply(req, plus ? "readdirplus" : "readdir");
   std::vector<uint64_t> counted;  // lookups taken for entries in this reply
   RunOp(reply, [&] {

@@ -48,8 +48,8 @@ void Init(void* userdata, fuse_conn_info* conn) {
   conn->congestion_threshold = kMaxBackground * 3 / 4;
   fs->splice_write = (conn->want & FUSE_CAP_SPLICE_WRITE) != 0;
   LOG_INFO("FUSE protocol {}.{}, splice_write={}, readdirplus={}, max_read={}", conn->proto_major,
-           conn->proto_minor, fs->splice_write.load(),
-           (conn->want & FUSE_CAP_READDIRPLUS) != 0, conn->max_read);
+           conn->proto_minor, fs->splice_write.load(), (conn->want & FUSE_CAP_READDIRPLUS) != 0,
+           conn->max_read);
 }
 
 fuse_entry_param EntryFor(uint64_t id, const struct stat& st, double timeout) {

@@ -12,9 +12,8 @@
 #pragma once
 
 #define FUSE_USE_VERSION 314
-#include <fuse3/fuse_lowlevel.h>
-
 #include <cxxabi.h>
+#include <fuse3/fuse_lowlevel.h>
 #include <sys/statvfs.h>
 
 #include <cstring>

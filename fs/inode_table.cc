@@ -24,8 +24,7 @@ InodeTable::InodeTable(uint64_t first_dynamic_id)
   nodes_.emplace(kRootId, std::move(root));
 }
 
-Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name,
-                                    const struct stat& st) {
+Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, const struct stat& st) {
   const Key key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
                 static_cast<uint32_t>(st.st_mode & S_IFMT)};
   std::lock_guard<std::mutex> lock(mu_);

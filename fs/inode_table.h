@@ -57,9 +57,9 @@ class InodeTable {
   void Forget(uint64_t id, uint64_t nlookup);
 
   struct NodeInfo {
-    std::string path;       // origin path, "" for the root
+    std::string path;  // origin path, "" for the root
     uint64_t origin_ino = 0;
-    uint64_t parent = 0;    // parent node id; the root is its own parent
+    uint64_t parent = 0;  // parent node id; the root is its own parent
     uint64_t parent_origin_ino = 0;
   };
   // ESTALE if id is not a live node.
@@ -88,9 +88,9 @@ class InodeTable {
     uint64_t parent;
     std::string name;
     Key key;
-    bool keyed;            // by_origin_[key] == this node
-    uint64_t nlookup = 0;  // held by the kernel
-    uint64_t children = 0; // live nodes whose parent this is
+    bool keyed;             // by_origin_[key] == this node
+    uint64_t nlookup = 0;   // held by the kernel
+    uint64_t children = 0;  // live nodes whose parent this is
   };
 
   // REQUIRES: mu_ held. True if `ancestor` is on the parent chain of id.
@@ -103,8 +103,8 @@ class InodeTable {
 
   const uint64_t first_dynamic_id_;
   mutable std::mutex mu_;
-  uint64_t next_id_;                                // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, Node> nodes_;        // GUARDED_BY(mu_)
+  uint64_t next_id_;                                      // GUARDED_BY(mu_)
+  std::unordered_map<uint64_t, Node> nodes_;              // GUARDED_BY(mu_)
   std::unordered_map<Key, uint64_t, KeyHash> by_origin_;  // GUARDED_BY(mu_)
 };
 

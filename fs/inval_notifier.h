@@ -43,11 +43,11 @@ class InvalNotifier {
   NotifyFn notify_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<uint64_t> queue_;              // GUARDED_BY(mu_)
-  std::unordered_set<uint64_t> queued_;     // GUARDED_BY(mu_)
-  bool stopping_ = false;                   // GUARDED_BY(mu_)
-  bool in_call_ = false;                    // GUARDED_BY(mu_)
-  uint64_t sent_ = 0;                       // GUARDED_BY(mu_)
+  std::deque<uint64_t> queue_;           // GUARDED_BY(mu_)
+  std::unordered_set<uint64_t> queued_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                // GUARDED_BY(mu_)
+  bool in_call_ = false;                 // GUARDED_BY(mu_)
+  uint64_t sent_ = 0;                    // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

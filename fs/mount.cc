@@ -5,10 +5,10 @@
 #include "fs/mount.h"
 
 #include <sys/stat.h>
-#include <csignal>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -56,8 +56,8 @@ class ReadyLine {
 // "x'\n"): join them into lines, and keep the last error line for the
 // one-line failure message.
 std::mutex fuse_log_mu;
-std::string fuse_log_pending;     // GUARDED_BY(fuse_log_mu)
-std::string fuse_last_error;      // GUARDED_BY(fuse_log_mu)
+std::string fuse_log_pending;  // GUARDED_BY(fuse_log_mu)
+std::string fuse_last_error;   // GUARDED_BY(fuse_log_mu)
 
 void LogFromFuse(enum fuse_log_level level, const char* fmt, va_list ap) {
   char buf[1024];
@@ -226,9 +226,9 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
     j["cache_dir"] = options.cache.dir;
     j["control_socket"] = control_socket;
     j["pid"] = getpid();
-    j["uptime_seconds"] = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::steady_clock::now() - started)
-                              .count();
+    j["uptime_seconds"] =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+            .count();
     if (fs_ptr != nullptr) {
       j["open_files"] = fs_ptr->files.size();
       j["open_dirs"] = fs_ptr->dirs.size();

@@ -118,12 +118,11 @@ Status CheckNesting(const std::string& origin, const std::string& mountpoint,
   struct stat st;
   const std::filesystem::path mp = Absolute(mountpoint);
   if (stat(origin.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && IsWithin(mp, Absolute(origin))) {
-    return Status::Invalid("mountpoint '" + mountpoint + "' is inside the origin '" + origin +
-                           "'");
+    return Status::Invalid("mountpoint '" + mountpoint + "' is inside the origin '" + origin + "'");
   }
   if (!cache_dir.empty() && IsWithin(Absolute(cache_dir), mp)) {
-    return Status::Invalid("cache dir '" + cache_dir + "' is inside the mountpoint '" +
-                           mountpoint + "'");
+    return Status::Invalid("cache dir '" + cache_dir + "' is inside the mountpoint '" + mountpoint +
+                           "'");
   }
   return Status::OK();
 }

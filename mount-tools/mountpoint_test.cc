@@ -71,7 +71,7 @@ TEST(RelativeToRoot, StripsTheRoot) {
   EXPECT_EQ(RelativeToRoot("/", "/a"), "a");
 }
 
-class TempDir : public ::testing::Test {
+class MountpointDir : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/stoker-mountpoint-test-XXXXXX";
@@ -84,14 +84,14 @@ class TempDir : public ::testing::Test {
   std::string dir_;
 };
 
-TEST_F(TempDir, AbsolutePathNoFollowNormalises) {
+TEST_F(MountpointDir, AbsolutePathNoFollowNormalises) {
   auto p = AbsolutePathNoFollow(dir_ + "/a/../b/");
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(*p, dir_ + "/b");
   EXPECT_EQ(*AbsolutePathNoFollow("/"), "/");
 }
 
-TEST_F(TempDir, AbsolutePathNoFollowResolvesTheParentOnly) {
+TEST_F(MountpointDir, AbsolutePathNoFollowResolvesTheParentOnly) {
   std::filesystem::create_directory(dir_ + "/real");
   std::filesystem::create_directory_symlink(dir_ + "/real", dir_ + "/link");
   std::filesystem::create_directory_symlink(dir_ + "/real", dir_ + "/real/last");
@@ -100,13 +100,13 @@ TEST_F(TempDir, AbsolutePathNoFollowResolvesTheParentOnly) {
   EXPECT_EQ(*p, dir_ + "/real/last");  // the last component is not followed
 }
 
-TEST_F(TempDir, AbsolutePathNoFollowNeedsTheParent) {
+TEST_F(MountpointDir, AbsolutePathNoFollowNeedsTheParent) {
   auto p = AbsolutePathNoFollow(dir_ + "/missing/x");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), ENOENT);
 }
 
-TEST_F(TempDir, FindMountRootByStatsFile) {
+TEST_F(MountpointDir, FindMountRootByStatsFile) {
   std::filesystem::create_directories(dir_ + "/root/.stoker");
   std::filesystem::create_directories(dir_ + "/root/a/b");
   std::ofstream(dir_ + "/root/.stoker/stats.json") << "{\"pid\": 1}";
@@ -128,7 +128,7 @@ TEST_F(TempDir, FindMountRootByStatsFile) {
   EXPECT_EQ(stats->json["pid"], 1);
 }
 
-TEST_F(TempDir, FindMountRootFailsOutsideAMount) {
+TEST_F(MountpointDir, FindMountRootFailsOutsideAMount) {
   auto r = FindMountRoot(dir_, /*require_fuse=*/false);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(dir_), std::string::npos);
@@ -137,7 +137,7 @@ TEST_F(TempDir, FindMountRootFailsOutsideAMount) {
   EXPECT_EQ(missing.status().code(), ENOENT);
 }
 
-TEST_F(TempDir, ReadStatsFileRefusesNonJson) {
+TEST_F(MountpointDir, ReadStatsFileRefusesNonJson) {
   std::filesystem::create_directories(dir_ + "/.stoker");
   std::ofstream(dir_ + "/.stoker/stats.json") << "not json";
   auto r = ReadStatsFile(dir_);

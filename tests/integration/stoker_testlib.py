@@ -6,7 +6,6 @@ Every call that can block on a FUSE mount (a subprocess, a read, a stat, a
 readdir) runs under a deadline: a hung daemon fails the test, never hangs CI.
 """
 
-import ctypes
 import errno
 import hashlib
 import json
@@ -14,14 +13,15 @@ import os
 import random
 import signal
 import stat
-import struct
 import subprocess
 import threading
 import time
 import zlib
 from pathlib import Path
 
-from fanotify_guard import OriginReadGuard  # noqa: F401 (re-exported)
+from fanotify_guard import OriginReadGuard
+
+__all__ = ["OriginReadGuard"]  # re-exported: tests use lib.OriginReadGuard
 
 REPO = Path(__file__).resolve().parents[2]
 STOKER_BIN = os.path.abspath(os.environ.get("STOKER_BIN", str(REPO / "build" / "stoker")))

@@ -1,0 +1,304 @@
+#include "decode/jpeg_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "decode/cpu_jpeg_decoder.h"
+#include "decode/testing/test_jpegs.h"
+
+namespace stoker {
+namespace {
+
+using testing::DecodeTj;
+using testing::EncodeLibjpeg;
+using testing::EncodeTj;
+using testing::JpegColor;
+using testing::LibjpegOptions;
+using testing::MakeImage;
+
+struct Sample {
+  std::string name;
+  std::string jpeg;
+  std::vector<uint8_t> source;  // what was encoded
+  int channels;                 // of the source
+};
+
+std::vector<Sample> Samples() {
+  std::vector<Sample> v;
+  const int w = 97, h = 61;  // not multiples of the MCU size
+  auto rgb = MakeImage(w, h, 3, 5), gray = MakeImage(w, h, 1, 6);
+  v.push_back({"444", EncodeTj(rgb, w, h, TJPF_RGB, TJSAMP_444, 95), rgb, 3});
+  v.push_back({"422", EncodeTj(rgb, w, h, TJPF_RGB, TJSAMP_422, 95), rgb, 3});
+  v.push_back({"420", EncodeTj(rgb, w, h, TJPF_RGB, TJSAMP_420, 95), rgb, 3});
+  v.push_back({"440", EncodeTj(rgb, w, h, TJPF_RGB, TJSAMP_440, 95), rgb, 3});
+  v.push_back({"411", EncodeTj(rgb, w, h, TJPF_RGB, TJSAMP_411, 95), rgb, 3});
+  v.push_back({"gray", EncodeTj(gray, w, h, TJPF_GRAY, TJSAMP_GRAY, 95), gray, 1});
+  LibjpegOptions o;
+  o.quality = 95;
+  o.progressive = true;
+  v.push_back({"progressive", EncodeLibjpeg(rgb, w, h, o), rgb, 3});
+  o = {};
+  o.quality = 95;
+  o.restart_interval = 2;
+  v.push_back({"restart", EncodeLibjpeg(rgb, w, h, o), rgb, 3});
+  o = {};
+  o.quality = 95;
+  o.arithmetic = true;
+  v.push_back({"arithmetic", EncodeLibjpeg(rgb, w, h, o), rgb, 3});
+  o = {};
+  o.quality = 95;
+  o.color = JpegColor::kRgb;
+  o.h_samp = o.v_samp = 1;
+  v.push_back({"rgb", EncodeLibjpeg(rgb, w, h, o), rgb, 3});
+  o = {};
+  o.quality = 95;
+  o.color = JpegColor::kGray;
+  o.progressive = true;
+  v.push_back({"gray-progressive", EncodeLibjpeg(gray, w, h, o), gray, 1});
+  return v;
+}
+
+JpegInfo ProbeOk(const std::string& jpeg) {
+  auto info = ProbeJpeg(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size());
+  EXPECT_TRUE(info.ok()) << info.status().ToString();
+  return info.ok() ? *info : JpegInfo{};
+}
+
+Result<std::vector<uint8_t>> DecodeWith(JpegDecoder& d, const std::string& jpeg,
+                                        const DecodeParams& p) {
+  JpegInfo info = ProbeOk(jpeg);
+  STOKER_ASSIGN_OR_RETURN(uint64_t size, OutputSize(info, p));
+  std::vector<uint8_t> out(size);
+  STOKER_RETURN_IF_ERROR(d.Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), p,
+                                  out.data(), out.size()));
+  return out;
+}
+
+double MeanAbsDiff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += std::abs(int(a[i]) - int(b[i]));
+  return sum / a.size();
+}
+
+// --- Conformance: what every JpegDecoder must do ---------------------------
+
+using DecoderFactory = std::function<std::unique_ptr<JpegDecoder>()>;
+class JpegDecoderConformance : public ::testing::TestWithParam<DecoderFactory> {
+ protected:
+  std::unique_ptr<JpegDecoder> decoder_ = GetParam()();
+};
+
+TEST_P(JpegDecoderConformance, DecodesCloseToTheSource) {
+  for (const Sample& s : Samples()) {
+    for (DctMethod dct : {DctMethod::kFast, DctMethod::kAccurate}) {
+      DecodeParams p;
+      p.dct = dct;
+      auto out = DecodeWith(*decoder_, s.jpeg, p);
+      ASSERT_TRUE(out.ok()) << s.name << ": " << out.status().ToString();
+      ASSERT_EQ(s.source.size(), out->size()) << s.name;
+      EXPECT_LT(MeanAbsDiff(s.source, *out), 8.0) << s.name;
+    }
+  }
+}
+
+TEST_P(JpegDecoderConformance, ChannelsRule) {
+  for (const Sample& s : Samples()) {
+    JpegInfo info = ProbeOk(s.jpeg);
+    for (int ch : {0, 1, 3}) {
+      DecodeParams p;
+      p.channels = ch;
+      auto out = DecodeWith(*decoder_, s.jpeg, p);
+      ASSERT_TRUE(out.ok()) << s.name << " channels " << ch << ": " << out.status().ToString();
+      const int want = ch == 0 ? s.channels : ch;
+      EXPECT_EQ(size_t(info.width) * info.height * want, out->size()) << s.name << " " << ch;
+    }
+  }
+}
+
+TEST_P(JpegDecoderConformance, WrongOutputSizeIsRefused) {
+  Sample s = Samples()[0];
+  std::vector<uint8_t> out(s.source.size() + 1);
+  Status st = decoder_->Decode(reinterpret_cast<const uint8_t*>(s.jpeg.data()), s.jpeg.size(), {},
+                               out.data(), s.source.size() - 1);
+  EXPECT_EQ(EINVAL, st.code()) << st.ToString();
+  DecodeParams bad;
+  bad.channels = 2;
+  EXPECT_EQ(EINVAL, decoder_
+                        ->Decode(reinterpret_cast<const uint8_t*>(s.jpeg.data()), s.jpeg.size(),
+                                 bad, out.data(), s.source.size())
+                        .code());
+}
+
+TEST_P(JpegDecoderConformance, EveryTruncationFailsCleanly) {
+  const int w = 40, h = 24;
+  std::vector<std::string> jpegs = {EncodeTj(MakeImage(w, h, 3), w, h, TJPF_RGB, TJSAMP_420)};
+  LibjpegOptions o;
+  o.progressive = true;
+  jpegs.push_back(EncodeLibjpeg(MakeImage(w, h, 3), w, h, o));
+  for (const std::string& jpeg : jpegs) {
+    std::vector<uint8_t> out(w * h * 3);
+    for (size_t n = 0; n < jpeg.size(); ++n) {
+      std::vector<uint8_t> prefix(jpeg.begin(), jpeg.begin() + n);
+      Status st = decoder_->Decode(prefix.data(), n, {}, out.data(), out.size());
+      EXPECT_FALSE(st.ok()) << "prefix " << n << " of " << jpeg.size();
+    }
+    EXPECT_TRUE(decoder_
+                    ->Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), {},
+                             out.data(), out.size())
+                    .ok());
+  }
+}
+
+TEST_P(JpegDecoderConformance, CorruptDataNeverCrashes) {
+  const int w = 48, h = 32;
+  std::string jpeg = EncodeTj(MakeImage(w, h, 3), w, h, TJPF_RGB, TJSAMP_422);
+  std::mt19937 rng(23);
+  std::vector<uint8_t> out(w * h * 3);
+  int failures = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<uint8_t> bad(jpeg.begin(), jpeg.end());
+    for (int k = 0; k < 1 + i % 3; ++k) bad[rng() % bad.size()] = static_cast<uint8_t>(rng());
+    failures += !decoder_->Decode(bad.data(), bad.size(), {}, out.data(), out.size()).ok();
+  }
+  EXPECT_GT(failures, 0);
+}
+
+TEST_P(JpegDecoderConformance, ConcurrentDecodesAgree) {
+  auto samples = Samples();
+  std::vector<std::vector<uint8_t>> want;
+  for (const Sample& s : samples) want.push_back(*DecodeWith(*decoder_, s.jpeg, {}));
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (size_t i = 0; i < samples.size(); ++i) {
+          auto got = DecodeWith(*decoder_, samples[i].jpeg, {});
+          mismatches[t] += !got.ok() || *got != want[i];
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int m : mismatches) EXPECT_EQ(0, m);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, JpegDecoderConformance,
+                         ::testing::Values(DecoderFactory([] { return NewCpuJpegDecoder(); })));
+
+// --- The CPU decoder is libjpeg-turbo as TensorFlow runs it ----------------
+
+TEST(CpuJpegDecoderTest, BitExactWithTurboJpeg) {
+  auto d = NewCpuJpegDecoder();
+  for (const Sample& s : Samples()) {
+    for (DctMethod dct : {DctMethod::kAccurate, DctMethod::kFast}) {
+      for (bool fancy : {true, false}) {
+        for (int ch : {0, 1, 3}) {
+          DecodeParams p;
+          p.dct = dct;
+          p.fancy_upsampling = fancy;
+          p.channels = ch;
+          int flags = dct == DctMethod::kAccurate ? TJFLAG_ACCURATEDCT : TJFLAG_FASTDCT;
+          if (!fancy) flags |= TJFLAG_FASTUPSAMPLE;
+          const int out_ch = ch == 0 ? s.channels : ch;
+          auto want = DecodeTj(s.jpeg, out_ch == 1 ? TJPF_GRAY : TJPF_RGB, flags);
+          ASSERT_FALSE(want.empty()) << s.name;
+          auto got = DecodeWith(*d, s.jpeg, p);
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          EXPECT_TRUE(want == *got) << s.name << " dct " << int(dct) << " fancy " << fancy
+                                    << " channels " << ch;
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuJpegDecoderTest, FastAndAccurateDiffer) {
+  auto d = NewCpuJpegDecoder();
+  Sample s = Samples()[2];
+  DecodeParams fast, accurate;
+  accurate.dct = DctMethod::kAccurate;
+  EXPECT_NE(*DecodeWith(*d, s.jpeg, fast), *DecodeWith(*d, s.jpeg, accurate));
+}
+
+TEST(CpuJpegDecoderTest, CmykConvertedToRgbAsTensorFlowDoes) {
+  // Uniform CMYK patches; Adobe files hold inverted CMYK, so the decoded
+  // sample x becomes k * x / 255 per channel.
+  const int w = 16, h = 16;
+  std::vector<uint8_t> cmyk(w * h * 4);
+  for (int i = 0; i < w * h; ++i) {
+    cmyk[4 * i] = 200;
+    cmyk[4 * i + 1] = 100;
+    cmyk[4 * i + 2] = 50;
+    cmyk[4 * i + 3] = 240;
+  }
+  auto d = NewCpuJpegDecoder();
+  for (JpegColor color : {JpegColor::kCmyk, JpegColor::kYcck}) {
+    LibjpegOptions o;
+    o.quality = 100;
+    o.color = color;
+    o.h_samp = o.v_samp = 1;
+    std::string jpeg = EncodeLibjpeg(cmyk, w, h, o);
+    for (int ch : {0, 3}) {
+      DecodeParams p;
+      p.channels = ch;
+      p.dct = DctMethod::kAccurate;
+      auto got = DecodeWith(*d, jpeg, p);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ(size_t(w * h * 3), got->size());
+      EXPECT_NEAR(240 * 200 / 255, (*got)[0], 3);
+      EXPECT_NEAR(240 * 100 / 255, (*got)[1], 3);
+      EXPECT_NEAR(240 * 50 / 255, (*got)[2], 3);
+    }
+    DecodeParams gray;
+    gray.channels = 1;
+    JpegInfo info = ProbeOk(jpeg);
+    EXPECT_FALSE(OutputSize(info, gray).ok());
+    std::vector<uint8_t> out(w * h);
+    Status st = d->Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), gray,
+                          out.data(), out.size());
+    EXPECT_EQ(ENOTSUP, st.code()) << st.ToString();
+  }
+}
+
+TEST(CpuJpegDecoderTest, MissingEoiFailsAsInTensorFlow) {
+  std::string jpeg = EncodeTj(MakeImage(16, 16, 3), 16, 16, TJPF_RGB, TJSAMP_444);
+  ASSERT_EQ("\xff\xd9", jpeg.substr(jpeg.size() - 2));
+  std::string cut = jpeg.substr(0, jpeg.size() - 2);
+  auto d = NewCpuJpegDecoder();
+  std::vector<uint8_t> out(16 * 16 * 3);
+  Status st = d->Decode(reinterpret_cast<const uint8_t*>(cut.data()), cut.size(), {}, out.data(),
+                        out.size());
+  EXPECT_EQ(EBADMSG, st.code());
+  EXPECT_NE(std::string::npos, st.message().find("jpeg: ")) << st.ToString();
+}
+
+TEST(CpuJpegDecoderTest, MemoryLimit) {
+  CpuJpegDecoderOptions small;
+  small.max_memory_bytes = 64 << 10;
+  auto d = NewCpuJpegDecoder(small);
+  LibjpegOptions o;
+  o.progressive = true;  // buffers all coefficients: 512x512x3 x 2 bytes
+  std::string jpeg = EncodeLibjpeg(MakeImage(512, 512, 3), 512, 512, o);
+  std::vector<uint8_t> out(512 * 512 * 3);
+  Status st = d->Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), {},
+                        out.data(), out.size());
+  EXPECT_EQ(ENOMEM, st.code()) << st.ToString();
+  EXPECT_TRUE(NewCpuJpegDecoder()
+                  ->Decode(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), {},
+                           out.data(), out.size())
+                  .ok());
+}
+
+TEST(CpuJpegDecoderTest, Name) {
+  EXPECT_EQ(0u, NewCpuJpegDecoder()->name().find("libjpeg-turbo 2."));
+}
+
+}  // namespace
+}  // namespace stoker

@@ -1,0 +1,165 @@
+#include "decode/view_layout.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "decode/npy.h"
+#include "decode/view_record.h"
+
+namespace stoker {
+
+size_t ViewLayout::RecordAt(uint64_t off) const {
+  // The first entry ending after off; entries are contiguous and sorted.
+  auto it = std::upper_bound(records.begin(), records.end(), off,
+                             [](uint64_t o, const ViewRecord& r) { return o < r.out_end(); });
+  return static_cast<size_t>(it - records.begin());
+}
+
+std::pair<size_t, size_t> ViewLayout::RecordsOverlapping(uint64_t off, uint64_t len) const {
+  if (len == 0 || off >= size) return {records.size(), records.size()};
+  const size_t first = RecordAt(off);
+  const size_t last = RecordAt(std::min(size, off + len) - 1) + 1;
+  return {first, std::min(last, records.size())};
+}
+
+TfRecordLayoutBuilder::TfRecordLayoutBuilder(const ViewOptions& options, std::string fingerprint,
+                                             uint64_t source_size)
+    : options_(options) {
+  layout_.kind = ViewKind::kTfRecord;
+  layout_.fingerprint = std::move(fingerprint);
+  layout_.source_size = source_size;
+}
+
+void TfRecordLayoutBuilder::AddFailed(uint64_t in_offset, uint64_t in_size, const Status& why) {
+  layout_.errors.push_back({in_offset, why.code(), why.message()});
+  if (options_.on_error == OnError::kSkip) return;
+  ViewRecord r;
+  r.kind = ViewRecordKind::kFailed;
+  r.in_offset = in_offset;
+  r.in_size = in_size;
+  r.out_offset = layout_.size;
+  r.out_size = std::max<uint64_t>(in_size, 1);
+  layout_.size += r.out_size;
+  layout_.records.push_back(r);
+}
+
+void TfRecordLayoutBuilder::AddRecord(const TfRecordExtent& extent, std::string_view payload) {
+  auto planned = PlanImageRecord(payload, options_);
+  if (!planned.ok()) {
+    AddFailed(extent.offset, extent.frame_size(), planned.status());
+    return;
+  }
+  ViewRecord r;
+  r.kind = ViewRecordKind::kImage;
+  r.in_offset = extent.offset;
+  r.in_size = extent.frame_size();
+  r.out_offset = layout_.size;
+  r.out_size = planned->plan.size() + kTfRecordOverhead;
+  r.prefix_size = static_cast<uint32_t>(planned->plan.prefix.size());
+  r.shape = planned->shape;
+  layout_.size += r.out_size;
+  layout_.records.push_back(r);
+}
+
+void TfRecordLayoutBuilder::AddBadRecord(const TfRecordExtent& extent, const Status& why) {
+  AddFailed(extent.offset, extent.frame_size(), why);
+}
+
+void TfRecordLayoutBuilder::AddBrokenTail(uint64_t offset, uint64_t raw_rest, const Status& why) {
+  AddFailed(offset, raw_rest, why);
+}
+
+ViewLayout TfRecordLayoutBuilder::Finish() && { return std::move(layout_); }
+
+namespace {
+
+// Data errors of the raw file are EBADMSG from the readers; anything else
+// is the source failing, which the caller must see (and may retry).
+bool IsDataError(const Status& s) { return s.code() == EBADMSG; }
+
+}  // namespace
+
+Result<ViewLayout> LayoutTfRecordView(ByteSource& src, TfRecordCompression compression,
+                                      const ViewOptions& options,
+                                      const std::string& decoder_name) {
+  TfRecordLayoutBuilder builder(options, options.Fingerprint(decoder_name), src.size());
+  TfRecordExtent extent;
+  std::string payload;
+  if (compression == TfRecordCompression::kNone) {
+    TfRecordReader reader(&src);
+    for (;;) {
+      const uint64_t at = reader.offset();
+      auto got = reader.Next(&extent, &payload);
+      if (got.ok()) {
+        if (!*got) break;
+        builder.AddRecord(extent, payload);
+      } else if (!IsDataError(got.status())) {
+        return got.status();
+      } else if (reader.framing_intact()) {
+        builder.AddBadRecord(extent, got.status());  // framing intact: go on
+      } else {
+        builder.AddBrokenTail(at, src.size() - at, got.status());
+        break;
+      }
+    }
+  } else {
+    CompressedTfRecordReader reader(&src, compression);
+    uint64_t end = 0;  // inflated offset after the last good frame
+    for (;;) {
+      auto got = reader.Next(&extent, &payload);
+      if (got.ok()) {
+        if (!*got) break;
+        builder.AddRecord(extent, payload);
+        end = extent.end();
+      } else if (!IsDataError(got.status())) {
+        return got.status();
+      } else if (reader.framing_intact()) {
+        builder.AddBadRecord(extent, got.status());
+        end = extent.end();
+      } else {
+        builder.AddBrokenTail(end, 0, got.status());  // inflated rest unknown
+        break;
+      }
+    }
+  }
+  return std::move(builder).Finish();
+}
+
+Result<ViewLayout> LayoutJpegNpyView(ByteSource& src, const ViewOptions& options,
+                                     const std::string& decoder_name) {
+  ViewLayout layout;
+  layout.kind = ViewKind::kNpy;
+  layout.fingerprint = options.Fingerprint(decoder_name);
+  layout.source_size = src.size();
+  // Headers are small, but EXIF and ICC segments can push the first scan
+  // far out: read more while the probe says it ran out.
+  std::vector<uint8_t> head;
+  size_t want = std::min<uint64_t>(src.size(), 64 << 10);
+  Result<JpegInfo> info = Status::Error(ENODATA, "jpeg: empty file");
+  for (;;) {
+    head.resize(want);
+    STOKER_RETURN_IF_ERROR(ReadExactly(src, head.data(), want, 0, "jpeg"));
+    info = ProbeJpeg(head.data(), head.size(), options.probe);
+    if (info.ok() || info.status().code() != ENODATA || want == src.size()) break;
+    want = std::min<uint64_t>(src.size(), uint64_t{want} * 4);
+  }
+  Result<ImageShape> shape = info.ok() ? OutputShape(*info, options.decode) : info.status();
+  if (!shape.ok()) {
+    if (options.on_error == OnError::kSkip) return shape.status();
+    layout.errors.push_back({0, shape.status().code(), shape.status().message()});
+    ViewRecord r;
+    r.kind = ViewRecordKind::kFailed;
+    r.in_size = src.size();
+    r.out_size = std::max<uint64_t>(src.size(), 1);
+    layout.records.push_back(r);
+    layout.size = r.out_size;
+    return layout;
+  }
+  layout.shape = *shape;
+  layout.npy_header_size = static_cast<uint32_t>(
+      NpyHeader({shape->height, shape->width, shape->channels}).size());
+  layout.size = layout.npy_header_size + shape->pixel_bytes();
+  return layout;
+}
+
+}  // namespace stoker

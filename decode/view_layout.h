@@ -1,0 +1,118 @@
+// ViewLayout: where every byte of a decoded view file comes from, computed
+// from the raw file by one scan that parses records and probes JPEG headers
+// but decodes no pixels. st_size, seeks and "which records cover this read"
+// are answered from it before anything is decoded, and it is what the
+// producer (view_producer.h) must match byte for byte.
+//
+// A TFRecord view is a sequence of entries in raw-file order:
+//  - kImage: one raw record, rewritten (example_codec.h). Its frame is
+//    12 + prefix_size + shape.pixel_bytes() + suffix + 4 bytes, pixels at
+//    pixel_offset().
+//  - kFailed (on_error=fail only): a raw record that does not decode, or the
+//    rest of a file whose framing broke. It occupies its raw size (at least
+//    one byte, so a reader always meets it) and reads as EIO.
+// With on_error=skip such records are left out. Either way each problem is
+// listed in errors, for MOUNTPOINT/.stoker/errors.
+// A JPEG view (kNpy) is an .npy header followed by the pixels; a JPEG whose
+// header does not probe is, under fail, one kFailed entry of the raw size;
+// under skip LayoutJpegNpyView returns the error and the file is left out.
+//
+// Layouts are values; Encode/DecodeViewLayout give the binary form kept in
+// the index. Decode checks everything it reads (a corrupt value is EBADMSG,
+// never a crash or a layout whose entries overlap).
+//
+// Thread-safety: values and pure functions; a builder is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "decode/byte_source.h"
+#include "decode/image_shape.h"
+#include "decode/tfrecord.h"
+#include "decode/tfrecord_compressed.h"
+#include "decode/view_options.h"
+#include "util/status.h"
+
+namespace stoker {
+
+enum class ViewRecordKind : uint8_t { kImage = 0, kFailed = 1 };
+
+struct ViewRecord {
+  ViewRecordKind kind = ViewRecordKind::kImage;
+  uint64_t in_offset = 0;  // raw frame start (inflated offset for compressed files)
+  uint64_t in_size = 0;    // raw bytes it stands for: one frame, or a broken tail
+  uint64_t out_offset = 0;
+  uint64_t out_size = 0;
+  uint32_t prefix_size = 0;  // kImage: payload bytes before the pixels
+  ImageShape shape;          // kImage
+  uint64_t out_end() const { return out_offset + out_size; }
+  uint64_t pixel_offset() const { return out_offset + kTfRecordHeaderSize + prefix_size; }
+  bool operator==(const ViewRecord&) const = default;
+};
+
+struct ViewError {
+  uint64_t in_offset = 0;  // where in the raw file (0 for a whole file)
+  int code = 0;            // errno-style, as the Status had it
+  std::string message;
+  bool operator==(const ViewError&) const = default;
+};
+
+enum class ViewKind : uint8_t { kTfRecord = 1, kNpy = 2 };
+
+struct ViewLayout {
+  ViewKind kind = ViewKind::kTfRecord;
+  std::string fingerprint;  // ViewOptions::Fingerprint of what made it
+  uint64_t source_size = 0;
+  uint64_t size = 0;  // the view file's st_size
+  std::vector<ViewRecord> records;
+  std::vector<ViewError> errors;
+  // kNpy and not failed: the image and its header.
+  ImageShape shape;
+  uint32_t npy_header_size = 0;
+
+  bool npy_failed() const { return kind == ViewKind::kNpy && !records.empty(); }
+  // The index of the entry holding byte off, or records.size() past the end.
+  size_t RecordAt(uint64_t off) const;
+  // Entries overlapping [off, off + len): [first, last).
+  std::pair<size_t, size_t> RecordsOverlapping(uint64_t off, uint64_t len) const;
+  bool operator==(const ViewLayout&) const = default;
+};
+
+// Builds a TFRecord view's layout from the records of one scan, in order.
+class TfRecordLayoutBuilder {
+ public:
+  TfRecordLayoutBuilder(const ViewOptions& options, std::string fingerprint,
+                        uint64_t source_size);
+  // A record whose framing and CRCs checked out.
+  void AddRecord(const TfRecordExtent& extent, std::string_view payload);
+  // A record whose frame is intact but whose payload did not verify.
+  void AddBadRecord(const TfRecordExtent& extent, const Status& why);
+  // The framing broke at offset; raw_rest bytes follow (0 if unknown).
+  void AddBrokenTail(uint64_t offset, uint64_t raw_rest, const Status& why);
+  ViewLayout Finish() &&;
+
+ private:
+  void AddFailed(uint64_t in_offset, uint64_t in_size, const Status& why);
+  const ViewOptions& options_;
+  ViewLayout layout_;
+};
+
+// Scans a whole raw TFRecord file (compression as given) and lays out its
+// view. Data problems end up in the layout; only ByteSource errors (the raw
+// file could not be read) are returned.
+Result<ViewLayout> LayoutTfRecordView(ByteSource& src, TfRecordCompression compression,
+                                      const ViewOptions& options,
+                                      const std::string& decoder_name);
+
+// Lays out the .npy view of a JPEG file, reading only as much of its start
+// as the header needs.
+Result<ViewLayout> LayoutJpegNpyView(ByteSource& src, const ViewOptions& options,
+                                     const std::string& decoder_name);
+
+std::string EncodeViewLayout(const ViewLayout& layout);
+Result<ViewLayout> DecodeViewLayout(std::string_view encoded);
+
+}  // namespace stoker

@@ -1,0 +1,55 @@
+// ViewOptions: what one decoded view (--view NAME[:OPTIONS]) does to the
+// files it understands, and the parser for its command-line spelling.
+//
+//   --view decoded                       all defaults
+//   --view small:channels=3,dct=accurate,feature=jpeg,on_error=skip
+//
+// Keys: channels=0|1|3, dct=fast|accurate, fancy_upsampling=true|false,
+// feature=KEY, on_error=fail|skip, max_pixels=N, arithmetic=true|false.
+// Errors: EINVAL naming the bad key or value.
+//
+// Fingerprint() names everything that changes a view's bytes; derived
+// objects and layouts are keyed by it, so changing an option (or the
+// decoder, or this format) never serves bytes made under the old one.
+//
+// Thread-safety: values.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "decode/example_codec.h"
+#include "decode/jpeg_decoder.h"
+#include "decode/jpeg_probe.h"
+#include "util/status.h"
+
+namespace stoker {
+
+enum class OnError {
+  kFail,  // a record or file that does not decode reads as EIO
+  kSkip,  // it is left out of the view's layout
+};
+
+struct ViewOptions {
+  DecodeParams decode;
+  // The Example feature holding the JPEG. Default: "image/encoded".
+  std::string feature = kDefaultImageFeature;
+  // Default: kFail.
+  OnError on_error = OnError::kFail;
+  JpegProbeOptions probe;
+
+  // "v1;channels=0;dct=fast;..." plus decoder_name; changes whenever any
+  // input to the view's bytes does.
+  std::string Fingerprint(const std::string& decoder_name) const;
+};
+
+struct ViewSpec {
+  std::string name;
+  ViewOptions options;
+};
+
+// Parses "NAME" or "NAME:key=value,key=value". The name must be a plain
+// file name (no '/', not "." or "..", not empty).
+Result<ViewSpec> ParseViewSpec(std::string_view spec);
+
+}  // namespace stoker
