@@ -31,16 +31,13 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
     size_t max, const std::function<bool(const ChunkKey&)>& accept) const {
   std::vector<Victim> victims;
   while (victims.size() < max) {
-    Cursor* from = nullptr;
-    if (protected_chunks.Valid() && IsStale(protected_chunks.rank().order, now, resident_chunks)) {
-      from = &protected_chunks;
-    } else if (probationary.Valid()) {
-      from = &probationary;
-    } else if (protected_chunks.Valid()) {
-      from = &protected_chunks;
-    } else {
-      break;
-    }
+    if (!probationary.Valid() && !protected_chunks.Valid()) break;
+    // Stale protected chunks go first; otherwise protected ones only once
+    // no probationary chunk is left.
+    bool take_protected =
+        protected_chunks.Valid() &&
+        (!probationary.Valid() || IsStale(protected_chunks.rank().order, now, resident_chunks));
+    Cursor* from = take_protected ? &protected_chunks : &probationary;
     Victim v{from->rank(), from->key()};
     from->Next();
     if (accept(v.key)) victims.push_back(v);

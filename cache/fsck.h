@@ -8,10 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "util/status.h"
 
@@ -22,16 +21,16 @@ struct FsckReport {
   uint64_t chunks = 0;
   uint64_t bytes_checked = 0;
   uint64_t bad_checksums = 0;
-  uint64_t missing_data = 0;     // records whose data file or range is gone
-  uint64_t orphan_files = 0;     // data files no record refers to
-  uint64_t pending_writes = 0;   // intents left by a crash
-  uint64_t bad_records = 0;      // undecodable index records
+  uint64_t missing_data = 0;    // records whose data file or range is gone
+  uint64_t orphan_files = 0;    // data files no record refers to
+  uint64_t pending_writes = 0;  // intents left by a crash
+  uint64_t bad_records = 0;     // undecodable index records
   bool usage_mismatch = false;
   uint64_t repaired = 0;
   std::vector<std::string> problems;  // one line each, for people
   bool clean() const {
-    return bad_checksums == 0 && missing_data == 0 && orphan_files == 0 &&
-           pending_writes == 0 && bad_records == 0 && !usage_mismatch;
+    return bad_checksums == 0 && missing_data == 0 && orphan_files == 0 && pending_writes == 0 &&
+           bad_records == 0 && !usage_mismatch;
   }
   nlohmann::json ToJson() const;
 };

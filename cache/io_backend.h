@@ -49,9 +49,9 @@ Result<std::unique_ptr<IoBackend>> MakeIoBackend(IoBackendKind kind);
 // flips a byte in what a read returns.
 struct FaultSpec {
   enum Op { kRead, kWrite } op = kRead;
-  int error = EIO;         // 0: no error, corrupt instead
-  bool corrupt = false;    // flip one byte of the data read
-  int every_nth = 1;       // 1 = every matching op
+  int error = EIO;          // 0: no error, corrupt instead
+  bool corrupt = false;     // flip one byte of the data read
+  int every_nth = 1;        // 1 = every matching op
   std::string path_substr;  // empty = any fd (matched via /proc/self/fd)
 };
 std::unique_ptr<IoBackend> MakeFaultyIoBackend(std::unique_ptr<IoBackend> inner,

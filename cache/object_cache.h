@@ -27,10 +27,9 @@
 #include <sys/stat.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cache/cache_stats.h"
 #include "cache/options.h"
@@ -92,7 +91,7 @@ class ObjectCache {
     // The origin file changed since this daemon last saw it: fs/ must
     // invalidate the kernel's cache for the inode (outside this request).
     bool changed = false;
-    struct stat st{};  // attributes of the version opened
+    struct stat st {};  // attributes of the version opened
   };
   // Opens path for reading, revalidating its identity with the origin if the
   // last check is older than revalidate_seconds (or force_revalidate).

@@ -35,8 +35,8 @@ struct DecodeState {
 
 void ErrorExit(j_common_ptr cinfo) {
   auto* err = reinterpret_cast<DecodeState::ErrorMgr*>(cinfo->err);
-  auto* st = reinterpret_cast<DecodeState*>(reinterpret_cast<char*>(err) -
-                                            offsetof(DecodeState, err));
+  auto* st =
+      reinterpret_cast<DecodeState*>(reinterpret_cast<char*>(err) - offsetof(DecodeState, err));
   (*cinfo->err->format_message)(cinfo, st->message);
   std::longjmp(err->jump, 1);
 }
@@ -124,7 +124,7 @@ __attribute__((noinline)) bool DecodeLow(DecodeState* st, const DecodeParams& pa
     case 3:
       cinfo->out_color_space =
           cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK ? JCS_CMYK
-                                                                                      : JCS_RGB;
+                                                                                     : JCS_RGB;
       break;
     default:
       st->code = ENOTSUP;
@@ -142,8 +142,8 @@ __attribute__((noinline)) bool DecodeLow(DecodeState* st, const DecodeParams& pa
   if (st->got_len != st->want_len) {
     st->code = EINVAL;
     std::snprintf(st->message, sizeof(st->message),
-                  "decoded size %ux%ux%d differs from the expected %zu bytes",
-                  cinfo->output_height, cinfo->output_width, components, st->want_len);
+                  "decoded size %ux%ux%d differs from the expected %zu bytes", cinfo->output_height,
+                  cinfo->output_width, components, st->want_len);
     jpeg_destroy_decompress(cinfo);
     return false;
   }
@@ -178,15 +178,12 @@ class CpuJpegDecoder final : public JpegDecoder {
  public:
   explicit CpuJpegDecoder(const CpuJpegDecoderOptions& options) : options_(options) {}
 
-  std::string name() const override {
-    return "libjpeg-turbo " STOKER_STR(LIBJPEG_TURBO_VERSION);
-  }
+  std::string name() const override { return "libjpeg-turbo " STOKER_STR(LIBJPEG_TURBO_VERSION); }
 
   Status Decode(const uint8_t* jpeg, size_t len, const DecodeParams& params, uint8_t* out,
                 size_t out_len) override {
     if (params.channels != 0 && params.channels != 1 && params.channels != 3) {
-      return Status::Invalid("channels must be 0, 1 or 3, not " +
-                             std::to_string(params.channels));
+      return Status::Invalid("channels must be 0, 1 or 3, not " + std::to_string(params.channels));
     }
     if (jpeg == nullptr || len == 0) return Status::Corruption("jpeg: empty input");
     if (out_len > 0 && out == nullptr) return Status::Invalid("no output buffer");

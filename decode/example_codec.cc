@@ -8,6 +8,8 @@ namespace {
 
 using google::protobuf::io::CodedOutputStream;
 
+// Nothing here has map fields any more (see example.proto), but the flag
+// keeps the output fixed should one be added.
 template <typename Message>
 std::string SerializeDeterministic(const Message& m) {
   std::string out;
@@ -79,54 +81,67 @@ std::string SerializeExampleDeterministic(const tf::Example& example) {
   return SerializeDeterministic(example);
 }
 
+const tf::Feature* FindFeature(const tf::Example& example, std::string_view key) {
+  const auto& entries = example.features().feature();
+  for (int i = entries.size() - 1; i >= 0; --i) {
+    if (entries[i].key() == key) return &entries[i].value();
+  }
+  return nullptr;
+}
+
+tf::Feature* AddFeature(tf::Example* example, std::string_view key) {
+  auto* entry = example->mutable_features()->add_feature();
+  entry->set_key(std::string(key));
+  return entry->mutable_value();
+}
+
 Result<std::string_view> FindImageBytes(const tf::Example& example, const std::string& key) {
-  const auto& map = example.features().feature();
-  auto it = map.find(key);
-  if (it == map.end()) return Status::NotFound("feature '" + key + "' missing");
-  const tf::Feature& f = it->second;
-  if (f.kind_case() != tf::Feature::kBytesList) {
-    return Status::Invalid("feature '" + key + "' is " + KindName(f) + ", not bytes_list");
+  const tf::Feature* f = FindFeature(example, key);
+  if (f == nullptr) return Status::NotFound("feature '" + key + "' missing");
+  if (f->kind_case() != tf::Feature::kBytesList) {
+    return Status::Invalid("feature '" + key + "' is " + KindName(*f) + ", not bytes_list");
   }
-  if (f.bytes_list().value_size() != 1) {
+  if (f->bytes_list().value_size() != 1) {
     return Status::Invalid("feature '" + key + "' has " +
-                           std::to_string(f.bytes_list().value_size()) +
-                           " values, expected 1");
+                           std::to_string(f->bytes_list().value_size()) + " values, expected 1");
   }
-  return std::string_view(f.bytes_list().value(0));
+  return std::string_view(f->bytes_list().value(0));
 }
 
 Result<ImageRecordPlan> PlanImageRewrite(const tf::Example& example, const std::string& key,
                                          const ImageShape& shape) {
   STOKER_CHECK(key != kHeightFeature && key != kWidthFeature && key != kChannelsFeature,
                "image feature key collides with a shape feature");
-  const auto& map = example.features().feature();
-  auto it = map.find(key);
-  if (it == map.end()) return Status::NotFound("feature '" + key + "' missing");
-  const tf::Feature& image = it->second;
-  if (image.kind_case() != tf::Feature::kBytesList) {
-    return Status::Invalid("feature '" + key + "' is " + KindName(image) + ", not bytes_list");
+  const tf::Feature* image = FindFeature(example, key);
+  if (image == nullptr) return Status::NotFound("feature '" + key + "' missing");
+  if (image->kind_case() != tf::Feature::kBytesList) {
+    return Status::Invalid("feature '" + key + "' is " + KindName(*image) + ", not bytes_list");
   }
 
   // Every other feature, the shape features and Features' unknown fields are
   // serialized by protobuf; only the path down to the pixels is framed here.
+  // Entries of the image key and the shape keys are dropped, earlier
+  // duplicates included (readers take the last one anyway).
   tf::Features others;
   CopyUnknownFields(example.features(), &others);
-  auto& out_map = *others.mutable_feature();
-  for (const auto& [k, v] : map) {
-    if (k != key) out_map[k] = v;
+  for (const auto& entry : example.features().feature()) {
+    const std::string& k = entry.key();
+    if (k != key && k != kHeightFeature && k != kWidthFeature && k != kChannelsFeature) {
+      *others.add_feature() = entry;
+    }
   }
-  auto set_int = [&](const char* name, int64_t value) {
-    tf::Feature f;
-    f.mutable_int64_list()->add_value(value);
-    out_map[name] = std::move(f);
+  auto add_int = [&](const char* name, int64_t value) {
+    auto* entry = others.add_feature();
+    entry->set_key(name);
+    entry->mutable_value()->mutable_int64_list()->add_value(value);
   };
-  set_int(kHeightFeature, shape.height);
-  set_int(kWidthFeature, shape.width);
-  set_int(kChannelsFeature, shape.channels);
+  add_int(kHeightFeature, shape.height);
+  add_int(kWidthFeature, shape.width);
+  add_int(kChannelsFeature, shape.channels);
   others.ByteSizeLong();
   const std::string others_bytes = SerializeDeterministic(others);
-  const std::string image_unknown = UnknownFieldsOf(image);
-  const std::string list_unknown = UnknownFieldsOf(image.bytes_list());
+  const std::string image_unknown = UnknownFieldsOf(*image);
+  const std::string list_unknown = UnknownFieldsOf(image->bytes_list());
 
   const uint64_t pixels = shape.pixel_bytes();
   const uint64_t list_size = list_unknown.size() + Delimited(pixels);
@@ -141,7 +156,7 @@ Result<ImageRecordPlan> PlanImageRewrite(const tf::Example& example, const std::
   p.push_back(kTag1);  // Example.features
   PutVarint(features_size, &p);
   p += others_bytes;
-  p.push_back(kTag1);  // Features.feature (a map entry)
+  p.push_back(kTag1);  // Features.feature: the image's entry
   PutVarint(entry_size, &p);
   p.push_back(kTag1);  // entry key
   PutVarint(key.size(), &p);

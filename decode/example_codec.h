@@ -9,9 +9,10 @@
 // features image/height, image/width, image/channels set and every other
 // feature and every unknown field (at any level) kept. Its size is known
 // exactly before decoding, and the decoder can write pixels straight into
-// the output. The plan is deterministic (map keys sorted, the image feature
-// last), so the same input gives the same bytes in every process: a view
-// record produced partly before and partly after a restart stays whole.
+// the output. The plan is deterministic (other features in input order,
+// then the shape features, then the image), so the same input gives the
+// same bytes in every process: a view record produced partly before and
+// partly after a restart stays whole.
 //
 // Errors: EBADMSG the record is not an Example; ENOENT the feature is
 // missing; EINVAL it is not a bytes_list or does not hold exactly one value.
@@ -36,8 +37,13 @@ inline constexpr const char* kChannelsFeature = "image/channels";
 
 Result<tf::Example> ParseExample(std::string_view record);
 
-// Map keys sorted, so equal Examples give equal bytes.
 std::string SerializeExampleDeterministic(const tf::Example& example);
+
+// The feature named key: the last entry with that key, as TensorFlow's
+// parser and a protobuf map take it. Null if none.
+const tf::Feature* FindFeature(const tf::Example& example, std::string_view key);
+// Appends an entry (tests and tools building Examples).
+tf::Feature* AddFeature(tf::Example* example, std::string_view key);
 
 // The one value of bytes feature key; points into example.
 Result<std::string_view> FindImageBytes(const tf::Example& example, const std::string& key);

@@ -10,8 +10,8 @@ namespace {
 
 // Marker codes (ITU T.81 table B.1).
 constexpr uint8_t kSOI = 0xD8, kEOI = 0xD9, kSOS = 0xDA, kDQT = 0xDB, kDNL = 0xDC, kDRI = 0xDD,
-                  kDHT = 0xC4, kJPG = 0xC8, kDAC = 0xCC, kAPP0 = 0xE0, kAPP14 = 0xEE,
-                  kAPP15 = 0xEF, kCOM = 0xFE, kTEM = 0x01;
+                  kDHT = 0xC4, kJPG = 0xC8, kDAC = 0xCC, kAPP0 = 0xE0, kAPP14 = 0xEE, kAPP15 = 0xEF,
+                  kCOM = 0xFE, kTEM = 0x01;
 constexpr uint32_t kMaxDimension = 65500;  // libjpeg's JPEG_MAX_DIMENSION
 constexpr int kMaxSampFactor = 4;
 constexpr int kMaxBlocksInMcu = 10;  // D_MAX_BLOCKS_IN_MCU
@@ -19,8 +19,8 @@ constexpr int kMaxCompsInScan = 4;
 constexpr int kNumTables = 4;
 
 Status Truncated(size_t at) {
-  return Status::Error(ENODATA, "jpeg: truncated at byte " + std::to_string(at) +
-                                    " before the first scan");
+  return Status::Error(ENODATA,
+                       "jpeg: truncated at byte " + std::to_string(at) + " before the first scan");
 }
 Status Bad(const std::string& what, size_t at) {
   return Status::Corruption("jpeg: " + what + " at byte " + std::to_string(at));
@@ -126,8 +126,8 @@ Status Parser::ParseSof(uint8_t marker) {
   info_.width = Be16(3);
   const int n = seg_[5];
   if (info_.width == 0 || info_.height == 0 || n == 0) {
-    return Bad("empty image (" + std::to_string(info_.width) + "x" +
-                   std::to_string(info_.height) + ", " + std::to_string(n) + " components)",
+    return Bad("empty image (" + std::to_string(info_.width) + "x" + std::to_string(info_.height) +
+                   ", " + std::to_string(n) + " components)",
                seg_at_);
   }
   if (seg_len_ != 6 + 3 * static_cast<size_t>(n)) return Bad("bad frame header length", seg_at_);
@@ -285,8 +285,8 @@ void Parser::DecideColorSpace() {
       }
       break;
     case 4:
-      info_.color_space = info_.adobe && info_.adobe_transform != 0 ? JpegColorSpace::kYCCK
-                                                                    : JpegColorSpace::kCMYK;
+      info_.color_space =
+          info_.adobe && info_.adobe_transform != 0 ? JpegColorSpace::kYCCK : JpegColorSpace::kCMYK;
       break;
     default:
       info_.color_space = JpegColorSpace::kUnknown;

@@ -138,9 +138,8 @@ TEST(JpegProbeTest, ColorSpaces) {
 }
 
 TEST(JpegProbeTest, EveryPrefixIsSafeAndShortOnesFail) {
-  std::vector<std::string> jpegs = {
-      EncodeTj(MakeImage(40, 30, 3), 40, 30, TJPF_RGB, TJSAMP_420),
-      EncodeTj(MakeImage(40, 30, 1), 40, 30, TJPF_GRAY, TJSAMP_GRAY)};
+  std::vector<std::string> jpegs = {EncodeTj(MakeImage(40, 30, 3), 40, 30, TJPF_RGB, TJSAMP_420),
+                                    EncodeTj(MakeImage(40, 30, 1), 40, 30, TJPF_GRAY, TJSAMP_GRAY)};
   LibjpegOptions o;
   o.progressive = true;
   o.restart_interval = 2;
@@ -154,7 +153,9 @@ TEST(JpegProbeTest, EveryPrefixIsSafeAndShortOnesFail) {
       auto info = ProbeJpeg(prefix.data(), n);
       if (n < full->header_size) {
         ASSERT_FALSE(info.ok()) << n;
-        if (n >= 2) EXPECT_EQ(ENODATA, info.status().code()) << n << info.status().ToString();
+        if (n >= 2) {
+          EXPECT_EQ(ENODATA, info.status().code()) << n << info.status().ToString();
+        }
       } else {
         ASSERT_TRUE(info.ok()) << n;
         EXPECT_EQ(full->width, info->width);
@@ -215,16 +216,16 @@ TEST(JpegProbeTest, HandMadeHeaders) {
 
   EXPECT_EQ(ENOTSUP, Probe(Header(0xC1, 16, 10, 10, 3)).status().code());
   EXPECT_EQ(ENOTSUP, Probe(Header(0xC1, 12, 10, 10, 3)).status().code());
-  EXPECT_EQ(ENOTSUP, Probe(Header(0xC3, 8, 10, 10, 3)).status().code());   // lossless
-  EXPECT_EQ(ENOTSUP, Probe(Header(0xC5, 8, 10, 10, 3)).status().code());   // hierarchical
-  EXPECT_EQ(ENOTSUP, Probe(Header(0xC0, 8, 10, 10, 2)).status().code());   // 2 components
-  EXPECT_TRUE(Probe(Header(0xC0, 8, 10, 10, 3, 0x31)).ok());  // 3:1, integral
+  EXPECT_EQ(ENOTSUP, Probe(Header(0xC3, 8, 10, 10, 3)).status().code());  // lossless
+  EXPECT_EQ(ENOTSUP, Probe(Header(0xC5, 8, 10, 10, 3)).status().code());  // hierarchical
+  EXPECT_EQ(ENOTSUP, Probe(Header(0xC0, 8, 10, 10, 2)).status().code());  // 2 components
+  EXPECT_TRUE(Probe(Header(0xC0, 8, 10, 10, 3, 0x31)).ok());              // 3:1, integral
   EXPECT_EQ(ENOTSUP, Probe(Header(0xC0, 8, 10, 10, 3, 0x31, 0x21)).status().code());  // 3:2
   EXPECT_EQ(EBADMSG, Probe(Header(0xC0, 8, 0, 10, 3)).status().code());
   EXPECT_EQ(EBADMSG, Probe(Header(0xC0, 8, 10, 0, 3)).status().code());
   EXPECT_EQ(EBADMSG, Probe(Header(0xC0, 8, 10, 10, 3, 0x51)).status().code());  // factor 5
 
-  std::string no_sof = "\xff\xd8\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00";
+  std::string no_sof("\xff\xd8\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00", 12);
   EXPECT_EQ(EBADMSG, Probe(no_sof).status().code());
   std::string eoi = "\xff\xd8\xff\xd9";
   EXPECT_EQ(EBADMSG, Probe(eoi).status().code());
@@ -244,9 +245,8 @@ TEST(JpegProbeTest, HandMadeHeaders) {
 
 TEST(JpegProbeTest, RandomCorruptionNeverCrashes) {
   std::mt19937 rng(17);
-  std::vector<std::string> seeds = {
-      EncodeTj(MakeImage(50, 50, 3), 50, 50, TJPF_RGB, TJSAMP_422),
-      Header(0xC2, 8, 100, 100, 3, 0x21)};
+  std::vector<std::string> seeds = {EncodeTj(MakeImage(50, 50, 3), 50, 50, TJPF_RGB, TJSAMP_422),
+                                    Header(0xC2, 8, 100, 100, 3, 0x21)};
   int accepted = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string s = seeds[i % seeds.size()];

@@ -5,7 +5,7 @@
 namespace stoker {
 namespace {
 
-constexpr std::string_view kMagic = "\x93NUMPY\x01\x00";
+constexpr std::string_view kMagic("\x93NUMPY\x01\x00", 8);
 constexpr size_t kPrefix = 10;  // magic, version, uint16 length
 constexpr size_t kAlign = 64;
 constexpr std::string_view kDictStart = "{'descr': '|u1', 'fortran_order': False, 'shape': (";

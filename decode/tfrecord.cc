@@ -50,8 +50,7 @@ void AppendTfRecord(std::string_view payload, std::string* out) {
   out->append(reinterpret_cast<const char*>(footer), sizeof(footer));
 }
 
-Result<uint64_t> DecodeTfRecordHeader(const uint8_t header[kTfRecordHeaderSize],
-                                      uint64_t offset) {
+Result<uint64_t> DecodeTfRecordHeader(const uint8_t header[kTfRecordHeaderSize], uint64_t offset) {
   if (MaskCrc(Crc32c(header, 8)) != GetLe32(header + 8)) {
     return Status::Corruption(At(offset) + ": bad length crc");
   }

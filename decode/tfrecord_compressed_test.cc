@@ -119,8 +119,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CompressedTest,
 
 TEST(CompressedTfRecordTest, ConcatenatedGzipMembers) {
   std::string a = Framed({"one", "two"}), b = Framed({"three"});
-  std::string z =
-      Deflate(a, TfRecordCompression::kGzip) + Deflate(b, TfRecordCompression::kGzip);
+  std::string z = Deflate(a, TfRecordCompression::kGzip) + Deflate(b, TfRecordCompression::kGzip);
   Status s;
   std::vector<std::string> want = {"one", "two", "three"};
   EXPECT_EQ(want, ReadAll(z, TfRecordCompression::kGzip, &s));

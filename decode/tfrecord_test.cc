@@ -190,8 +190,8 @@ TEST(TfRecordTest, ReadAtIndexOffset) {
     EXPECT_EQ(p, *got);
     off += p.size() + kTfRecordOverhead;
   }
-  EXPECT_FALSE(ReadTfRecordAt(src, off).ok());      // at the end
-  EXPECT_FALSE(ReadTfRecordAt(src, 1).ok());        // not a frame start
+  EXPECT_FALSE(ReadTfRecordAt(src, off).ok());  // at the end
+  EXPECT_FALSE(ReadTfRecordAt(src, 1).ok());    // not a frame start
 }
 
 TEST(TfRecordTest, Sniffing) {
@@ -199,7 +199,7 @@ TEST(TfRecordTest, Sniffing) {
   auto* p = reinterpret_cast<const uint8_t*>(file.data());
   EXPECT_TRUE(IsTfRecord(p, file.size(), file.size()));
   EXPECT_TRUE(IsTfRecord(p, kTfRecordHeaderSize, file.size()));
-  EXPECT_FALSE(IsTfRecord(p, kTfRecordHeaderSize - 1, file.size()));  // too few bytes
+  EXPECT_FALSE(IsTfRecord(p, kTfRecordHeaderSize - 1, file.size()));            // too few bytes
   EXPECT_FALSE(IsTfRecord(p, kTfRecordHeaderSize, 3 + kTfRecordOverhead - 1));  // doesn't fit
   std::string jpeg = "\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01";
   EXPECT_FALSE(IsTfRecord(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size(), 100000));

@@ -80,8 +80,7 @@ bool IsDataError(const Status& s) { return s.code() == EBADMSG; }
 }  // namespace
 
 Result<ViewLayout> LayoutTfRecordView(ByteSource& src, TfRecordCompression compression,
-                                      const ViewOptions& options,
-                                      const std::string& decoder_name) {
+                                      const ViewOptions& options, const std::string& decoder_name) {
   TfRecordLayoutBuilder builder(options, options.Fingerprint(decoder_name), src.size());
   TfRecordExtent extent;
   std::string payload;
@@ -156,8 +155,8 @@ Result<ViewLayout> LayoutJpegNpyView(ByteSource& src, const ViewOptions& options
     return layout;
   }
   layout.shape = *shape;
-  layout.npy_header_size = static_cast<uint32_t>(
-      NpyHeader({shape->height, shape->width, shape->channels}).size());
+  layout.npy_header_size =
+      static_cast<uint32_t>(NpyHeader({shape->height, shape->width, shape->channels}).size());
   layout.size = layout.npy_header_size + shape->pixel_bytes();
   return layout;
 }

@@ -84,8 +84,7 @@ struct ViewLayout {
 // Builds a TFRecord view's layout from the records of one scan, in order.
 class TfRecordLayoutBuilder {
  public:
-  TfRecordLayoutBuilder(const ViewOptions& options, std::string fingerprint,
-                        uint64_t source_size);
+  TfRecordLayoutBuilder(const ViewOptions& options, std::string fingerprint, uint64_t source_size);
   // A record whose framing and CRCs checked out.
   void AddRecord(const TfRecordExtent& extent, std::string_view payload);
   // A record whose frame is intact but whose payload did not verify.
@@ -104,8 +103,7 @@ class TfRecordLayoutBuilder {
 // view. Data problems end up in the layout; only ByteSource errors (the raw
 // file could not be read) are returned.
 Result<ViewLayout> LayoutTfRecordView(ByteSource& src, TfRecordCompression compression,
-                                      const ViewOptions& options,
-                                      const std::string& decoder_name);
+                                      const ViewOptions& options, const std::string& decoder_name);
 
 // Lays out the .npy view of a JPEG file, reading only as much of its start
 // as the header needs.

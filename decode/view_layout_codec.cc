@@ -131,9 +131,8 @@ Result<ViewLayout> DecodeViewLayout(std::string_view in) {
   if (!r.String(&l.fingerprint) || !r.Varint(&l.source_size) || !r.Varint(&l.size)) {
     return bad("truncated header");
   }
-  if (l.kind == ViewKind::kNpy &&
-      (!r.U32(&l.shape.height) || !r.U32(&l.shape.width) || !r.U32(&l.shape.channels) ||
-       !r.U32(&l.npy_header_size))) {
+  if (l.kind == ViewKind::kNpy && (!r.U32(&l.shape.height) || !r.U32(&l.shape.width) ||
+                                   !r.U32(&l.shape.channels) || !r.U32(&l.npy_header_size))) {
     return bad("truncated npy shape");
   }
   uint64_t n;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "decode/cpu_jpeg_decoder.h"
+#include "decode/crc32c.h"
 #include "decode/npy.h"
 #include "decode/testing/test_jpegs.h"
 #include "decode/view_producer.h"
@@ -23,10 +24,10 @@ using testing::LibjpegOptions;
 using testing::MakeImage;
 
 void SetBytes(tf::Example* ex, const std::string& key, const std::string& v) {
-  (*ex->mutable_features()->mutable_feature())[key].mutable_bytes_list()->add_value(v);
+  AddFeature(ex, key)->mutable_bytes_list()->add_value(v);
 }
 void SetInt(tf::Example* ex, const std::string& key, int64_t v) {
-  (*ex->mutable_features()->mutable_feature())[key].mutable_int64_list()->add_value(v);
+  AddFeature(ex, key)->mutable_int64_list()->add_value(v);
 }
 
 // Shaped like the ImageNet TFRecords of TensorFlow's build_imagenet_data.py.
@@ -119,12 +120,12 @@ void CheckOutput(const std::string& out, const ViewLayout& layout,
     ASSERT_TRUE(ex.ok());
     auto pixels = FindImageBytes(*ex, options.feature);
     ASSERT_TRUE(pixels.ok());
-    const auto& f = ex->features().feature();
-    EXPECT_EQ(r.shape.height, f.at("image/height").int64_list().value(0));
-    EXPECT_EQ(r.shape.width, f.at("image/width").int64_list().value(0));
-    EXPECT_EQ(r.shape.channels, f.at("image/channels").int64_list().value(0));
-    EXPECT_EQ(int64_t(image), f.at("image/class/label").int64_list().value(0));
-    EXPECT_EQ("JPEG", f.at("image/format").bytes_list().value(0));
+    auto at = [&](const char* key) { return *FindFeature(*ex, key); };
+    EXPECT_EQ(r.shape.height, at("image/height").int64_list().value(0));
+    EXPECT_EQ(r.shape.width, at("image/width").int64_list().value(0));
+    EXPECT_EQ(r.shape.channels, at("image/channels").int64_list().value(0));
+    EXPECT_EQ(int64_t(image), at("image/class/label").int64_list().value(0));
+    EXPECT_EQ("JPEG", at("image/format").bytes_list().value(0));
     EXPECT_EQ(*pixels, out.substr(r.pixel_offset(), r.shape.pixel_bytes()));
     // The pixels are TurboJPEG's for the same settings.
     int flags = options.decode.dct == DctMethod::kAccurate ? TJFLAG_ACCURATEDCT : TJFLAG_FASTDCT;
@@ -251,8 +252,7 @@ TEST(ViewLayoutTest, OnErrorSkipLeavesBadRecordsOut) {
   auto decoder = NewCpuJpegDecoder();
   BadDataset d = MixedDataset();
   MemoryByteSource src(d.file);
-  auto layout = LayoutTfRecordView(src, TfRecordCompression::kNone, spec->options,
-                                   decoder->name());
+  auto layout = LayoutTfRecordView(src, TfRecordCompression::kNone, spec->options, decoder->name());
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
   EXPECT_EQ(size_t(d.good), layout->records.size());
   ASSERT_EQ(size_t(d.bad), layout->errors.size());
@@ -261,8 +261,7 @@ TEST(ViewLayoutTest, OnErrorSkipLeavesBadRecordsOut) {
   EXPECT_EQ((std::vector<int>{EBADMSG, ENOENT, EBADMSG, ENODATA, EFBIG, EBADMSG, EBADMSG}), codes);
   EXPECT_NE(std::string::npos, layout->errors[5].message.find("bad data crc"));
   EXPECT_EQ(d.file.size() - 3, layout->errors.back().in_offset);
-  std::string out =
-      ProduceAll(*layout, PayloadsOfImages(d.file, *layout), spec->options, *decoder);
+  std::string out = ProduceAll(*layout, PayloadsOfImages(d.file, *layout), spec->options, *decoder);
   MemoryByteSource view(out);
   TfRecordReader reader(&view);
   TfRecordExtent e;
@@ -270,7 +269,7 @@ TEST(ViewLayoutTest, OnErrorSkipLeavesBadRecordsOut) {
   std::vector<int64_t> labels;
   while (*reader.Next(&e, &payload)) {
     labels.push_back(
-        ParseExample(payload)->features().feature().at("image/class/label").int64_list().value(0));
+        FindFeature(*ParseExample(payload), "image/class/label")->int64_list().value(0));
   }
   EXPECT_EQ((std::vector<int64_t>{0, 6, 8}), labels);
 }
@@ -291,8 +290,8 @@ TEST(ViewLayoutTest, OnErrorFailKeepsBadRangesThatReadAsEio) {
     if (r.kind == ViewRecordKind::kFailed) {
       EXPECT_EQ(r.in_size, r.out_size);
       std::vector<uint8_t> buf(r.out_size);
-      EXPECT_EQ(EIO, ProduceTfRecordViewRecord(r, "", options, *decoder, buf.data(), buf.size())
-                         .code());
+      EXPECT_EQ(EIO,
+                ProduceTfRecordViewRecord(r, "", options, *decoder, buf.data(), buf.size()).code());
     }
   }
   EXPECT_EQ(d.file.size(), raw_end);
@@ -352,8 +351,7 @@ TEST(ViewLayoutTest, RecordLookup) {
   EXPECT_EQ(std::make_pair(size_t(0), recs.size()), layout->RecordsOverlapping(0, layout->size));
   EXPECT_EQ(std::make_pair(size_t(1), size_t(3)),
             layout->RecordsOverlapping(recs[1].out_end() - 1, recs[2].out_size + 1));
-  EXPECT_EQ(std::make_pair(recs.size(), recs.size()),
-            layout->RecordsOverlapping(layout->size, 10));
+  EXPECT_EQ(std::make_pair(recs.size(), recs.size()), layout->RecordsOverlapping(layout->size, 10));
   EXPECT_EQ(std::make_pair(recs.size(), recs.size()), layout->RecordsOverlapping(5, 0));
 }
 

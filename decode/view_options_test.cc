@@ -35,11 +35,13 @@ TEST(ViewOptionsTest, AllKeys) {
 TEST(ViewOptionsTest, Errors) {
   for (const char* bad :
        {"", ":channels=3", "a/b", "..", "v:channels=2", "v:dct=slow", "v:on_error=ignore",
-        "v:channels", "v:nosuch=1", "v:max_pixels=0", "v:max_pixels=12x", "v:feature=",
-        "v:feature=image/height", "v:arithmetic=maybe"}) {
+        "v:channels", "v:nosuch=1", "v:max_pixels=0", "v:max_pixels=12x",
+        "v:feature=", "v:feature=image/height", "v:arithmetic=maybe"}) {
     auto spec = ParseViewSpec(bad);
     EXPECT_FALSE(spec.ok()) << bad;
-    if (!spec.ok()) EXPECT_EQ(EINVAL, spec.status().code()) << bad;
+    if (!spec.ok()) {
+      EXPECT_EQ(EINVAL, spec.status().code()) << bad;
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "fs/errno_map.h"
 #include "fs/fuse_ops_internal.h"
 #include "fs/fuse_reply.h"
+#include "util/log.h"
 
 namespace stoker::fuse_ops {
 
@@ -103,6 +104,18 @@ void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_
     if (segs.empty()) {
       reply.Buf(nullptr, 0);  // at or past the end of the file
       return;
+    }
+    // A segment with neither a descriptor nor memory would be sent as bytes
+    // from address 0 (EFAULT) or from whatever it points at: never reply
+    // with it. It means the cache broke its contract; say so loudly.
+    for (const ReadSegment& s : segs) {
+      if (s.len > 0 && s.fd < 0 && s.mem == nullptr) {
+        LOG_ERROR("cache returned an empty read segment (off {}, len {}, {} segments); EIO",
+                  off, s.len, segs.size());
+        fs.cache->counters().errors++;
+        reply.Err(EIO);
+        return;
+      }
     }
     BufVec v(segs.size());
     for (size_t i = 0; i < segs.size(); ++i) {

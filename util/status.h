@@ -54,7 +54,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) {
       std::fprintf(stderr, "stoker: Result constructed from OK status\n");
@@ -80,19 +80,19 @@ class [[nodiscard]] Result {
 
 // A broken invariant: print where and why, then abort. Never used for
 // failures of the world (I/O errors, bad input); those are Status.
-#define STOKER_CHECK(cond, msg)                                                        \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      std::fprintf(stderr, "stoker: invariant failed at %s:%d: %s (%s)\n", __FILE__, \
-                   __LINE__, #cond, msg);                                              \
-      std::abort();                                                                    \
-    }                                                                                  \
+#define STOKER_CHECK(cond, msg)                                                                \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      std::fprintf(stderr, "stoker: invariant failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, \
+                   #cond, msg);                                                                \
+      std::abort();                                                                            \
+    }                                                                                          \
   } while (0)
 
-#define STOKER_RETURN_IF_ERROR(expr)  \
-  do {                                \
-    ::stoker::Status _st = (expr);    \
-    if (!_st.ok()) return _st;        \
+#define STOKER_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::stoker::Status _st = (expr);   \
+    if (!_st.ok()) return _st;       \
   } while (0)
 
 #define STOKER_CONCAT_INNER(a, b) a##b

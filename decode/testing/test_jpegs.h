@@ -31,7 +31,9 @@ inline std::vector<uint8_t> MakeImage(int w, int h, int channels, uint32_t seed 
         int v = (x * (3 + c) + y * (5 - c)) % 256;
         if (((x / 16) + (y / 16) + c) % 3 == 0) v = 255 - v;
         v += static_cast<int>((s >> 24) % 16) - 8;
-        img[(size_t(y) * w + x) * channels + c] = static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+        img[(size_t(y) * w + x) * channels + c] = static_cast<uint8_t>(v < 0     ? 0
+                                                                       : v > 255 ? 255
+                                                                                 : v);
       }
     }
   }
@@ -39,8 +41,8 @@ inline std::vector<uint8_t> MakeImage(int w, int h, int channels, uint32_t seed 
 }
 
 // tjpf: TJPF_RGB or TJPF_GRAY (channels 3 or 1); subsamp: TJSAMP_*.
-inline std::string EncodeTj(const std::vector<uint8_t>& pixels, int w, int h, int tjpf,
-                            int subsamp, int quality = 90) {
+inline std::string EncodeTj(const std::vector<uint8_t>& pixels, int w, int h, int tjpf, int subsamp,
+                            int quality = 90) {
   tjhandle tj = tjInitCompress();
   unsigned char* buf = nullptr;
   unsigned long size = 0;
@@ -119,8 +121,8 @@ inline std::string EncodeLibjpeg(const std::vector<uint8_t>& pixels, int w, int 
       cinfo.comp_info[3].v_samp_factor = o.v_samp;
     }
   }
-  cinfo.write_JFIF_header = o.write_jfif && (o.color == JpegColor::kYCbCr ||
-                                             o.color == JpegColor::kGray);
+  cinfo.write_JFIF_header =
+      o.write_jfif && (o.color == JpegColor::kYCbCr || o.color == JpegColor::kGray);
   if (o.progressive) jpeg_simple_progression(&cinfo);
   cinfo.arith_code = o.arithmetic ? TRUE : FALSE;
   cinfo.restart_interval = o.restart_interval;
