@@ -151,15 +151,28 @@ void ObjectCacheImpl::EvictToLow() {
     }
     size_t want =
         static_cast<size_t>(std::min<uint64_t>(kMaxVictimsPerRound, over / chunk_size_ + 1));
-    auto prob = index_->NewEvictCursor(EvictionPolicy::kProbationaryQueue);
+    auto newest = index_->NewEvictCursor(EvictionPolicy::kProbationaryQueue);
+    auto oldest = index_->NewEvictCursor(EvictionPolicy::kProbationaryQueue, true);
     auto prot = index_->NewEvictCursor(EvictionPolicy::kProtectedQueue);
     auto victims =
-        policy_.PickVictims(*prob, *prot, index_->clock(), index_->meta().chunks, want,
+        policy_.PickVictims(*newest, *oldest, *prot, index_->clock(), index_->meta().chunks, want,
                             [&](const ChunkKey& k) { return resident_->TryLatchForEvict(k); });
-    prob.reset();
+    newest.reset();
+    oldest.reset();
     prot.reset();
     if (victims.empty()) break;  // nothing left that is not pinned
+    bool done = false;
     for (const auto& victim : victims) {
+      // Fresh probationary chunks only make room for more fresh ones: stop
+      // at the high watermark when they are next (see eviction.h). Victims
+      // come in policy order, so nothing after them goes either.
+      done = done || quota_.BytesOverLow() == 0 ||
+             (victim.kind == EvictionPolicy::VictimKind::kFreshProbationary &&
+              !quota_.CommittedAboveHigh());
+      if (done) {
+        resident_->ReleaseLatch(victim.key);
+        continue;
+      }
       const ChunkKey& key = victim.key;
       // Punch before dropping the record: a crash in between leaves a
       // record over a hole, which fails its checksum and is re-fetched.
@@ -183,6 +196,7 @@ void ObjectCacheImpl::EvictToLow() {
       }
       touched.insert(key.version_key());
     }
+    if (done) break;
   }
   for (const VersionKey& v : touched) {
     auto u = store_->UnlinkIfIdle(v, [&]() -> Result<bool> {

@@ -16,66 +16,90 @@ constexpr uint64_t kMaxRunBytes = 8ull << 20;
 
 Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
                                     const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
-                                    FetchTally* tally) {
+                                    FetchTally* tally, Readahead* readahead, bool ahead) {
   const size_t n = idx.size();
   out->assign(n, ChunkBytes{});
-  std::vector<std::shared_ptr<Fetcher::Flight>> flights(n);
-  std::vector<char> leader(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    bool lead = false;
-    flights[i] = fetcher_.Join(ChunkKey{v->key.object_id, v->key.version, idx[i]}, &lead);
-    leader[i] = lead;
-  }
-  // A fetch that completed between our miss and our Join has stored the
-  // chunk already (leaders store before completing): use it, not the origin.
-  std::vector<char> resolved(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    if (!leader[i]) continue;
-    if (auto stored = LoadStored(*v, idx[i])) {
-      (*out)[i] = *stored;
-      fetcher_.Complete(ChunkKey{v->key.object_id, v->key.version, idx[i]}, flights[i], *stored);
-      leader[i] = 0;
-      resolved[i] = 1;
-    }
-  }
+  std::vector<char> done(n, 0);
   Status first_error;
   const uint64_t max_run = std::max<uint64_t>(1, kMaxRunBytes / chunk_size_);
-  // Lead first, wait after: see fetcher.h.
-  for (size_t i = 0; i < n;) {
-    if (!leader[i]) {
-      ++i;
-      continue;
+  // Rounds: a flight abandoned by a prefetch (EAGAIN) is joined again.
+  for (int round = 0; round < 8; ++round) {
+    std::vector<std::shared_ptr<Fetcher::Flight>> flights(n);
+    std::vector<char> leader(n, 0);
+    bool pending = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      pending = true;
+      bool lead = false;
+      flights[i] = fetcher_.Join(ChunkKey{v->key.object_id, v->key.version, idx[i]}, &lead);
+      leader[i] = lead;
     }
-    size_t j = i;
-    while (j + 1 < n && leader[j + 1] && idx[j + 1] == idx[j] + 1 && j + 1 - i < max_run) ++j;
-    auto run = ReadRun(*v, origin, idx[i], j - i + 1);
-    for (size_t k = i; k <= j; ++k) {
-      ChunkKey key{v->key.object_id, v->key.version, idx[k]};
-      if (run.ok()) {
-        const ChunkBytes& bytes = (*run)[k - i];
-        StoreChunk(v, idx[k], bytes);
-        (*out)[k] = bytes;
-        tally->chunks++;
-        tally->bytes += bytes.len;
-        fetcher_.Complete(key, flights[k], bytes);
+    if (!pending) return first_error;
+    // A fetch that completed between our miss and our Join has stored the
+    // chunk already, or left it in this file's readahead (leaders do both
+    // before completing): use that, not the origin. A prefetch whose reader
+    // went past the chunk meanwhile gives it up.
+    for (size_t i = 0; i < n; ++i) {
+      if (!leader[i]) continue;
+      ChunkKey key{v->key.object_id, v->key.version, idx[i]};
+      std::optional<ChunkBytes> stored;
+      if (readahead) stored = readahead->Get(idx[i]);
+      if (!stored) stored = LoadStored(*v, idx[i]);
+      if (stored) {
+        (*out)[i] = *stored;
+        fetcher_.Complete(key, flights[i], *stored);
+      } else if (ahead && readahead && !readahead->Wanted(idx[i])) {
+        fetcher_.Complete(key, flights[i], Status::Error(EAGAIN, "prefetch no longer needed"));
       } else {
-        fetcher_.Complete(key, flights[k], run.status());
+        continue;
+      }
+      leader[i] = 0;
+      done[i] = 1;
+    }
+    // Lead first, wait after: see fetcher.h.
+    for (size_t i = 0; i < n;) {
+      if (!leader[i]) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j + 1 < n && leader[j + 1] && idx[j + 1] == idx[j] + 1 && j + 1 - i < max_run) ++j;
+      auto run = ReadRun(*v, origin, idx[i], j - i + 1);
+      for (size_t k = i; k <= j; ++k) {
+        ChunkKey key{v->key.object_id, v->key.version, idx[k]};
+        done[k] = 1;
+        if (run.ok()) {
+          const ChunkBytes& bytes = (*run)[k - i];
+          StoreChunk(v, idx[k], bytes);
+          // Held even when cached: eviction takes the newest chunks first,
+          // which are just the ones fetched ahead of their reader.
+          if (readahead) readahead->Put(idx[k], bytes, ReadaheadLimit());
+          (*out)[k] = bytes;
+          tally->chunks++;
+          tally->bytes += bytes.len;
+          fetcher_.Complete(key, flights[k], bytes);
+        } else {
+          fetcher_.Complete(key, flights[k], run.status());
+        }
+      }
+      if (!run.ok() && first_error.ok()) first_error = run.status();
+      i = j + 1;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      counters_.collapsed_misses++;
+      auto r = Fetcher::Wait(flights[i]);
+      if (r.ok()) {
+        (*out)[i] = *r;
+        done[i] = 1;
+      } else if (r.status().code() != EAGAIN) {
+        done[i] = 1;
+        if (first_error.ok()) first_error = r.status();
       }
     }
-    if (!run.ok() && first_error.ok()) first_error = run.status();
-    i = j + 1;
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (leader[i] || resolved[i]) continue;
-    counters_.collapsed_misses++;
-    auto r = Fetcher::Wait(flights[i]);
-    if (r.ok()) {
-      (*out)[i] = *r;
-    } else if (first_error.ok()) {
-      first_error = r.status();
-    }
-  }
-  return first_error;
+  return first_error.ok() ? Status::IOError("fetch of '" + v->path + "' kept being abandoned")
+                          : first_error;
 }
 
 Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,
@@ -134,8 +158,10 @@ void ObjectCacheImpl::MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end
     f.next_off = end;
     if (!sequential) {
       f.prefetched_until = 0;
+      f.readahead->DropBefore(0);  // prefetch in flight is for another position
       return;
     }
+    f.readahead->DropBefore(off / chunk_size_);
     until = std::min(v->chunks, ChunkCount(end + options_.prefetch_bytes, chunk_size_));
     from = std::max(f.prefetched_until, last_chunk + 1);
     // Wait for half a window of new chunks, so that tasks are not one chunk each.
@@ -148,30 +174,42 @@ void ObjectCacheImpl::MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end
     uint64_t b = std::min(until, a + per_task);
     auto version = f.version;
     auto origin = f.origin;
-    pool_->Submit(WorkerPool::Priority::kHigh,
-                  [this, version, origin, a, b] { PrefetchRange(version, origin, a, b); });
+    auto readahead = f.readahead;
+    pool_->Submit(WorkerPool::Priority::kHigh, [this, version, origin, readahead, a, b] {
+      PrefetchRange(version, origin, readahead, a, b);
+    });
   }
 }
 
+size_t ObjectCacheImpl::ReadaheadLimit() const {
+  // The window, one task's worth that may land before the reader moves on,
+  // and the chunks the current read spans.
+  return static_cast<size_t>(options_.prefetch_bytes / chunk_size_ + (2ull << 20) / chunk_size_ +
+                             4);
+}
+
 void ObjectCacheImpl::PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
-                                    const std::shared_ptr<OriginHandle>& origin, uint64_t first,
+                                    const std::shared_ptr<OriginHandle>& origin,
+                                    const std::shared_ptr<Readahead>& readahead, uint64_t first,
                                     uint64_t end) {
   FetchTally tally;
-  Status s = FillRange(v, *origin, first, end, &tally);
+  Status s = FillRange(v, *origin, first, end, &tally, readahead.get());
   counters_.prefetched_chunks += tally.chunks;
   if (!s.ok()) LOG_DEBUG("prefetch of '{}': {}", v->path, s.message());
 }
 
 Status ObjectCacheImpl::FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
-                                  uint64_t first, uint64_t end, FetchTally* tally) {
+                                  uint64_t first, uint64_t end, FetchTally* tally,
+                                  Readahead* readahead) {
   if (v->superseded) return StaleVersion(*v);
   std::vector<uint64_t> missing;
   for (uint64_t idx = first; idx < end && idx < v->chunks; ++idx) {
+    if (readahead && !readahead->Wanted(idx)) continue;
     if (!IsCached(ChunkKey{v->key.object_id, v->key.version, idx})) missing.push_back(idx);
   }
   if (missing.empty()) return Status::OK();
   std::vector<ChunkBytes> bytes;
-  return FetchChunks(v, origin, missing, &bytes, tally);
+  return FetchChunks(v, origin, missing, &bytes, tally, readahead, readahead != nullptr);
 }
 
 }  // namespace stoker

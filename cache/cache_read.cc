@@ -149,20 +149,31 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     }
   }
 
-  std::vector<ChunkBytes> fetched;
+  // Misses: what this file fetched before without room to cache it, then
+  // the origin.
+  std::vector<ChunkBytes> mem(span.count);
   if (!missing.empty()) {
     std::sort(missing.begin(), missing.end());
+    std::vector<uint64_t> to_fetch;
+    for (uint64_t idx : missing) {
+      if (auto held = f.readahead->Get(idx)) {
+        mem[idx - span.first] = *held;
+      } else {
+        to_fetch.push_back(idx);
+      }
+    }
+    std::vector<ChunkBytes> fetched;
     FetchTally tally;
-    Status s = FetchChunks(v, *f.origin, missing, &fetched, &tally);
+    Status s = FetchChunks(v, *f.origin, to_fetch, &fetched, &tally, f.readahead.get());
     if (!s.ok()) {
       counters_.errors++;
       return s;
     }
+    for (size_t i = 0; i < to_fetch.size(); ++i) mem[to_fetch[i] - span.first] = fetched[i];
   }
 
   SegmentBuilder seg(out);
   uint64_t hit_bytes = 0;
-  size_t m = 0;
   const uint64_t end = span.off + span.len;
   for (uint64_t c = 0; c < span.count; ++c) {
     uint64_t idx = span.first + c;
@@ -174,8 +185,8 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
       hit_bytes += b - a;
       RecordHit(ChunkKey{v->key.object_id, v->key.version, idx});
     } else {
-      STOKER_CHECK(m < missing.size() && missing[m] == idx, "fetched chunks out of step");
-      const ChunkBytes& bytes = fetched[m++];
+      const ChunkBytes& bytes = mem[c];
+      STOKER_CHECK(bytes.data != nullptr, "a missed chunk was neither fetched nor held");
       seg.Mem(bytes.data.get() + (a - start), b - a);
       if (bytes.from_cache) hit_bytes += b - a;
       keep->buffers.push_back(bytes);

@@ -22,9 +22,12 @@ bool ObjectCacheImpl::FreeSpaceLow(uint64_t need) {
   return avail < min_free + need;
 }
 
-void ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx,
+bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx,
                                  const ChunkBytes& bytes) {
-  if (v->superseded) return;
+  // Every fetched chunk is an access, cached or not: a full cache that
+  // refuses chunks must still age what it holds (see eviction.h).
+  const uint64_t tick = index_->Tick();
+  if (v->superseded) return false;
   const ChunkKey key{v->key.object_id, v->key.version, idx};
   const uint64_t alloc = AllocatedBytes(bytes.len);
   // A full quota is the steady state of a cache smaller than its dataset;
@@ -34,31 +37,37 @@ void ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
     if (!logged_no_space_.exchange(true)) {
       LOG_WARN("serving from the origin without caching: {}", why);
     }
+    return false;
   };
   if (FreeSpaceLow(alloc)) return not_cached("the cache filesystem is low on free space");
   RefreshIndexBytes();
   if (!quota_.TryReserve(alloc)) {
     counters_.chunks_not_cached++;
     KickEvictor();
-    return;
+    return false;
   }
   bool verified = false;
-  if (!resident_->TryPin(key, &verified)) return quota_.Release(alloc);
-  auto done = [&](bool committed) {
+  if (!resident_->TryPin(key, &verified)) {
+    quota_.Release(alloc);
+    return false;
+  }
+  auto done = [&](bool committed, bool present) {
     if (committed) {
       quota_.Commit(alloc);
     } else {
       quota_.Release(alloc);
     }
     resident_->Unpin(key);
+    return present;
   };
   auto existing = index_->GetChunk(key);
-  if (verified || !existing.ok() || *existing) return done(false);
+  if (!existing.ok()) return done(false, false);
+  if (verified || *existing) return done(false, true);
 
   auto file = store_->BeginWrite(v->key, [&] { return v->superseded.load(); });
   if (!file.ok()) {
     if (file.status().code() != ESTALE) LOG_WARN("caching a chunk: {}", file.status().message());
-    return done(false);
+    return done(false, false);
   }
   bool committed = false;
   const uint64_t off = ChunkOffset(chunk_size_, idx);
@@ -66,7 +75,6 @@ void ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   if (s.ok()) {
     s = io_->Write((*file)->fd(), bytes.data.get(), bytes.len, static_cast<off_t>(off));
     if (s.ok()) {
-      uint64_t tick = index_->Tick();
       ChunkRecord rec{static_cast<uint32_t>(bytes.len),
                       ChunkChecksum(bytes.data.get(), bytes.len),
                       alloc,
@@ -87,13 +95,14 @@ void ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
     RecordInsert(key);
     counters_.chunks_written++;
   } else if (s.code() == ENOSPC) {
-    not_cached("the cache filesystem is full");
+    (void)not_cached("the cache filesystem is full");
   } else {
     LOG_WARN("caching chunk {} of '{}': {}", idx, v->path, s.message());
   }
   store_->EndWrite(v->key);
-  done(committed);
+  done(committed, committed);
   if (quota_.AboveHigh()) KickEvictor();
+  return committed;
 }
 
 std::optional<ChunkBytes> ObjectCacheImpl::LoadStored(const ObjectVersion& v, uint64_t idx) {
@@ -111,6 +120,45 @@ std::optional<ChunkBytes> ObjectCacheImpl::LoadStored(const ObjectVersion& v, ui
     return std::nullopt;
   }
   return ChunkBytes{std::shared_ptr<const char>(buf, buf.get()), *got, true};
+}
+
+std::optional<ChunkBytes> Readahead::Get(uint64_t idx) {
+  std::lock_guard<std::mutex> l(mu);
+  auto it = chunks.find(idx);
+  if (it == chunks.end()) return std::nullopt;
+  return it->second;
+}
+
+Readahead::~Readahead() {
+  for (const auto& [idx, b] : chunks) *budget += static_cast<int64_t>(b.len);
+}
+
+void Readahead::Put(uint64_t idx, const ChunkBytes& bytes, size_t max) {
+  std::lock_guard<std::mutex> l(mu);
+  if (chunks.count(idx)) return;
+  while (!chunks.empty() && chunks.size() >= max) {
+    *budget += static_cast<int64_t>(chunks.begin()->second.len);
+    chunks.erase(chunks.begin());
+  }
+  // Over budget: the reader fetches again rather than the daemon growing.
+  if (budget->fetch_sub(static_cast<int64_t>(bytes.len)) < static_cast<int64_t>(bytes.len)) {
+    *budget += static_cast<int64_t>(bytes.len);
+    return;
+  }
+  chunks.emplace(idx, bytes);
+}
+
+bool Readahead::Wanted(uint64_t idx) {
+  std::lock_guard<std::mutex> l(mu);
+  return idx >= passed && chunks.count(idx) == 0;
+}
+
+void Readahead::DropBefore(uint64_t idx) {
+  std::lock_guard<std::mutex> l(mu);
+  passed = idx;
+  auto end = chunks.lower_bound(idx);
+  for (auto it = chunks.begin(); it != end; ++it) *budget += static_cast<int64_t>(it->second.len);
+  chunks.erase(chunks.begin(), end);
 }
 
 bool ObjectCacheImpl::IsCached(const ChunkKey& key) {

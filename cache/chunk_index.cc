@@ -28,27 +28,40 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 
 class RocksCursor : public EvictionPolicy::Cursor {
  public:
-  RocksCursor(rocksdb::DB* db, uint8_t queue)
-      : lower_(EvictQueuePrefix(queue)), upper_(EvictQueuePrefix(queue + 1)) {
+  RocksCursor(rocksdb::DB* db, uint8_t queue, bool reverse)
+      : lower_(EvictQueuePrefix(queue)), upper_(EvictQueuePrefix(queue + 1)), reverse_(reverse) {
     rocksdb::ReadOptions ro;
+    lower_slice_ = rocksdb::Slice(lower_);
     upper_slice_ = rocksdb::Slice(upper_);
+    ro.iterate_lower_bound = &lower_slice_;
     ro.iterate_upper_bound = &upper_slice_;
     ro.fill_cache = false;
     it_.reset(db->NewIterator(ro));
-    it_->Seek(lower_);
+    if (reverse_) {
+      it_->SeekToLast();
+    } else {
+      it_->Seek(lower_);
+    }
     Settle();
   }
   bool Valid() const override { return it_->Valid(); }
   EvictionRank rank() const override { return current_.first; }
   ChunkKey key() const override { return current_.second; }
   void Next() override {
-    it_->Next();
+    Step();
     Settle();
   }
 
  private:
+  void Step() {
+    if (reverse_) {
+      it_->Prev();
+    } else {
+      it_->Next();
+    }
+  }
   void Settle() {
-    for (; it_->Valid(); it_->Next()) {
+    for (; it_->Valid(); Step()) {
       auto d = DecodeEvictOrderKey(std::string_view(it_->key().data(), it_->key().size()));
       if (d.ok()) {
         current_ = *d;
@@ -57,7 +70,8 @@ class RocksCursor : public EvictionPolicy::Cursor {
     }
   }
   std::string lower_, upper_;
-  rocksdb::Slice upper_slice_;
+  const bool reverse_;
+  rocksdb::Slice lower_slice_, upper_slice_;
   std::unique_ptr<rocksdb::Iterator> it_;
   std::pair<EvictionRank, ChunkKey> current_;
 };
@@ -356,8 +370,8 @@ Status ChunkIndex::ForEachPrefix(const std::string& prefix, const RawFn& fn) {
   return FromRocks(it->status(), "walk index");
 }
 
-std::unique_ptr<EvictionPolicy::Cursor> ChunkIndex::NewEvictCursor(uint8_t queue) {
-  return std::make_unique<RocksCursor>(db_, queue);
+std::unique_ptr<EvictionPolicy::Cursor> ChunkIndex::NewEvictCursor(uint8_t queue, bool reverse) {
+  return std::make_unique<RocksCursor>(db_, queue, reverse);
 }
 
 Status ChunkIndex::DeleteRaw(std::string_view key) {

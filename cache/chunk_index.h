@@ -94,9 +94,9 @@ class ChunkIndex {
   Status ForEach(char prefix, const RawFn& fn);
   Status ForEachPrefix(const std::string& prefix, const RawFn& fn);
 
-  // A cursor over one eviction queue, for EvictionPolicy::PickVictims. Keys
-  // that do not decode are skipped.
-  std::unique_ptr<EvictionPolicy::Cursor> NewEvictCursor(uint8_t queue);
+  // A cursor over one eviction queue (reverse: from its end), for
+  // EvictionPolicy::PickVictims. Keys that do not decode are skipped.
+  std::unique_ptr<EvictionPolicy::Cursor> NewEvictCursor(uint8_t queue, bool reverse = false);
 
   // fsck: drop an undecodable record; rewrite the meta record.
   Status DeleteRaw(std::string_view key);

@@ -27,19 +27,45 @@ bool EvictionPolicy::IsStale(uint64_t last_access, uint64_t now, uint64_t reside
 }
 
 std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
-    Cursor& probationary, Cursor& protected_chunks, uint64_t now, uint64_t resident_chunks,
-    size_t max, const std::function<bool(const ChunkKey&)>& accept) const {
+    Cursor& probationary_newest, Cursor& probationary_oldest, Cursor& protected_lru, uint64_t now,
+    uint64_t resident_chunks, size_t max,
+    const std::function<bool(const ChunkKey&)>& accept) const {
   std::vector<Victim> victims;
+  // The two probationary walks meet in the middle; offer each chunk once.
+  std::unordered_set<ChunkKey, ChunkKeyHash> offered;
+  auto insert_seq = [](const Cursor& c) {
+    return std::numeric_limits<uint64_t>::max() - c.rank().order;
+  };
   while (victims.size() < max) {
-    if (!probationary.Valid() && !protected_chunks.Valid()) break;
-    // Stale protected chunks go first; otherwise protected ones only once
-    // no probationary chunk is left.
-    bool take_protected =
-        protected_chunks.Valid() &&
-        (!probationary.Valid() || IsStale(protected_chunks.rank().order, now, resident_chunks));
-    Cursor* from = take_protected ? &protected_chunks : &probationary;
-    Victim v{from->rank(), from->key()};
+    Cursor* from = nullptr;
+    VictimKind kind;
+    if (protected_lru.Valid() && IsStale(protected_lru.rank().order, now, resident_chunks)) {
+      from = &protected_lru;
+      kind = VictimKind::kStaleProtected;
+    } else if (probationary_oldest.Valid() &&
+               IsStale(insert_seq(probationary_oldest), now, resident_chunks)) {
+      from = &probationary_oldest;
+      kind = VictimKind::kStaleProbationary;
+    } else if (probationary_newest.Valid()) {
+      from = &probationary_newest;
+      kind = VictimKind::kFreshProbationary;
+    } else if (protected_lru.Valid()) {
+      from = &protected_lru;
+      kind = VictimKind::kProtected;
+    } else {
+      break;
+    }
+    Victim v{from->rank(), from->key(), kind};
     from->Next();
+    if (!offered.insert(v.key).second) {
+      // Seen from the other end: the walks have crossed, probationary is done.
+      if (from == &probationary_newest) {
+        while (probationary_newest.Valid()) probationary_newest.Next();
+      } else {
+        while (probationary_oldest.Valid()) probationary_oldest.Next();
+      }
+      continue;
+    }
     if (accept(v.key)) victims.push_back(v);
   }
   return victims;
@@ -110,6 +136,11 @@ uint64_t Quota::used() const {
 }
 
 bool Quota::AboveHigh() const { return used() > high_; }
+
+bool Quota::CommittedAboveHigh() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return committed_ + index_ > high_;
+}
 
 bool Quota::TakeRefused() {
   std::lock_guard<std::mutex> l(mu_);

@@ -6,17 +6,21 @@
 // and reaches a 0% hit ratio. Instead:
 // - A new chunk is probationary. A hit in a later access (not the read that
 //   inserted it) promotes it to protected.
-// - Probationary chunks are evicted first, NEWEST-inserted first: the chunks
+// - Fresh probationary chunks are evicted NEWEST-inserted first: the chunks
 //   that got in first stay, so a fixed or reshuffled epoch over a dataset
-//   larger than the cache keeps hitting the same resident subset.
-// - Protected chunks are evicted in LRU order after the probationary ones,
-//   except that a protected chunk untouched for more than stale_factor x the
-//   resident chunk count clock ticks goes before every probationary one: a
-//   working set that changed for good is admitted again.
-// The clock ticks once per chunk access (insert or hit). Both queues are kept
-// as ordered keys (in the index); the policy only says where a chunk sits
-// (RankOf) and walks two cursors over them (PickVictims), so a simulation
-// and the RocksDB-backed evictor run the same code.
+//   larger than the cache keeps hitting the same resident subset. Evicting
+//   one only makes room for another fresh one that would go next, so the
+//   evictor takes them only down to the high watermark, not the low one:
+//   the resident subset is as large as the bound allows.
+// - Protected chunks are evicted in LRU order after the probationary ones.
+// - A chunk untouched for more than stale_factor x the resident chunk count
+//   clock ticks is stale and goes before all of the above (protected LRU
+//   first, then probationary oldest first): a working set that changed for
+//   good, after a loop or after a one-time scan, is admitted again.
+// The clock ticks once per chunk access, hit or miss, cached or not. Both
+// queues are kept as ordered keys (in the index); the policy only says where
+// a chunk sits (RankOf) and walks cursors over the queues (PickVictims), so
+// a simulation and the RocksDB-backed evictor run the same code.
 //
 // Quota: the hard bound. Bytes are reserved before a chunk is written and
 // committed once its record is; a reservation that would pass capacity is
@@ -29,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/chunk.h"
@@ -57,7 +62,7 @@ class EvictionPolicy {
  public:
   struct Options {
     // Staleness, in multiples of the resident chunk count, after which an
-    // untouched protected chunk is evicted before probationary ones. It must
+    // untouched chunk is evicted before fresh ones. It must
     // exceed the longest re-reference distance of an epoch (twice the dataset
     // for a reshuffled one) divided by the resident count, or the resident
     // subset of big datasets is thrown out; larger values admit a changed
@@ -79,7 +84,8 @@ class EvictionPolicy {
   ChunkPolicyState OnHit(const ChunkPolicyState& s, uint64_t now) const;
   bool IsStale(uint64_t last_access, uint64_t now, uint64_t resident_chunks) const;
 
-  // A walk over one queue in eviction order.
+  // A walk over one queue, in eviction order or (probationary oldest first)
+  // its reverse.
   class Cursor {
    public:
     virtual ~Cursor() = default;
@@ -89,15 +95,24 @@ class EvictionPolicy {
     virtual void Next() = 0;
   };
 
+  enum class VictimKind : uint8_t {
+    kStaleProtected,
+    kStaleProbationary,
+    kFreshProbationary,  // evicted only down to the high watermark
+    kProtected,
+  };
   struct Victim {
     EvictionRank rank;
     ChunkKey key;
+    VictimKind kind;
   };
-  // Up to max victims in policy order. accept(key) is asked for each
-  // candidate and may refuse it (a pinned chunk); a refused chunk is skipped,
-  // not retried.
-  std::vector<Victim> PickVictims(Cursor& probationary, Cursor& protected_chunks, uint64_t now,
-                                  uint64_t resident_chunks, size_t max,
+  // Up to max victims in policy order, from three walks: the probationary
+  // queue newest first and oldest first, and the protected queue. accept(key)
+  // is asked for each candidate and may refuse it (a pinned chunk); a refused
+  // chunk is skipped, not retried, and a chunk is never offered twice.
+  std::vector<Victim> PickVictims(Cursor& probationary_newest, Cursor& probationary_oldest,
+                                  Cursor& protected_lru, uint64_t now, uint64_t resident_chunks,
+                                  size_t max,
                                   const std::function<bool(const ChunkKey&)>& accept) const;
 
  private:
@@ -130,6 +145,10 @@ class Quota {
   // committed + reserved + index bytes.
   uint64_t used() const;
   bool AboveHigh() const;
+  // The same without reservations: what is in the cache now. In-flight
+  // chunks commit as the newest, so evicting older fresh chunks for them
+  // would only shrink the resident subset.
+  bool CommittedAboveHigh() const;
   // Whether a reservation was refused since the last call: the evictor then
   // runs even below the high watermark (a chunk may not fit in the gap
   // between high watermark and capacity).

@@ -16,24 +16,27 @@ namespace {
 
 using Order = std::set<std::pair<EvictionRank, ChunkKey>>;
 
+// One queue of the order, walked from its start or (reverse) its end.
 class SetCursor : public EvictionPolicy::Cursor {
  public:
-  SetCursor(const Order& order, uint8_t queue)
-      : it_(order.lower_bound({EvictionRank{queue, 0}, ChunkKey{}})),
-        end_(order.end()),
-        queue_(queue) {}
-  bool Valid() const override { return it_ != end_ && it_->first.queue == queue_; }
-  EvictionRank rank() const override { return it_->first; }
-  ChunkKey key() const override { return it_->second; }
-  void Next() override { ++it_; }
+  SetCursor(const Order& order, uint8_t queue, bool reverse = false) {
+    auto lo = order.lower_bound({EvictionRank{queue, 0}, ChunkKey{}});
+    auto hi = order.lower_bound({EvictionRank{static_cast<uint8_t>(queue + 1), 0}, ChunkKey{}});
+    for (auto it = lo; it != hi; ++it) items_.push_back(*it);
+    if (reverse) std::reverse(items_.begin(), items_.end());
+  }
+  bool Valid() const override { return pos_ < items_.size(); }
+  EvictionRank rank() const override { return items_[pos_].first; }
+  ChunkKey key() const override { return items_[pos_].second; }
+  void Next() override { ++pos_; }
 
  private:
-  Order::const_iterator it_, end_;
-  uint8_t queue_;
+  std::vector<std::pair<EvictionRank, ChunkKey>> items_;
+  size_t pos_ = 0;
 };
 
 // A cache of `capacity` equal chunks driven like the daemon drives it: one
-// clock tick per access, eviction above high down to low.
+// clock tick per access, eviction above the high watermark.
 class Simulation {
  public:
   Simulation(uint64_t capacity, EvictionPolicy::Options o = {})
@@ -56,20 +59,29 @@ class Simulation {
     return false;
   }
 
+  // As the daemon's evictor: to the low watermark, fresh probationary
+  // chunks only to the high one.
   void EvictToLow(const std::function<bool(const ChunkKey&)>& accept) {
     while (chunks_.size() > low_) {
-      SetCursor prob(order_, EvictionPolicy::kProbationaryQueue);
+      SetCursor newest(order_, EvictionPolicy::kProbationaryQueue);
+      SetCursor oldest(order_, EvictionPolicy::kProbationaryQueue, true);
       SetCursor prot(order_, EvictionPolicy::kProtectedQueue);
       auto victims = policy_.PickVictims(
-          prob, prot, clock_, chunks_.size(), chunks_.size() - low_,
+          newest, oldest, prot, clock_, chunks_.size(), chunks_.size() - low_,
           accept ? accept : [](const ChunkKey&) { return true; });
       if (victims.empty()) return;
       for (const auto& v : victims) {
+        if (chunks_.size() <= low_ ||
+            (v.kind == EvictionPolicy::VictimKind::kFreshProbationary && chunks_.size() <= high_)) {
+          return;
+        }
         order_.erase({v.rank, v.key});
         chunks_.erase(v.key.object_id);
+        kinds_[static_cast<int>(v.kind)]++;
       }
     }
   }
+  uint64_t evicted(EvictionPolicy::VictimKind k) const { return kinds_[static_cast<int>(k)]; }
 
   size_t resident() const { return chunks_.size(); }
   bool contains(uint64_t id) const { return chunks_.count(id) > 0; }
@@ -78,6 +90,7 @@ class Simulation {
   EvictionPolicy policy_;
   const uint64_t high_, low_;
   uint64_t clock_ = 0;
+  uint64_t kinds_[4] = {0, 0, 0, 0};
   std::map<uint64_t, ChunkPolicyState> chunks_;
   Order order_;
 };
@@ -139,6 +152,23 @@ TEST(EvictionSimulationTest, PlainLruWouldMissEveryChunkOfACyclicScan) {
   EXPECT_EQ(hits, 0u);
 }
 
+// Reads a new working set of half the capacity (it fits easily) for enough
+// epochs that the old contents turn stale, plus two; returns the last epoch's
+// hit ratio.
+double HitRatioOfANewWorkingSet(Simulation& sim, uint64_t capacity,
+                                const EvictionPolicy::Options& o) {
+  const uint64_t fresh = capacity / 2;
+  const uint64_t base = 1000000;
+  const uint64_t epochs = o.stale_factor * capacity / fresh + 2;
+  double last = 0;
+  for (uint64_t e = 0; e < epochs; ++e) {
+    uint64_t hits = 0;
+    for (uint64_t id = base; id < base + fresh; ++id) hits += sim.Access(id);
+    last = static_cast<double>(hits) / fresh;
+  }
+  return last;
+}
+
 // A working set that changed for good is admitted once the old protected
 // chunks have gone untouched for stale_factor cache-fulls of accesses.
 TEST(EvictionSimulationTest, ChangedWorkingSetIsAdmitted) {
@@ -148,17 +178,50 @@ TEST(EvictionSimulationTest, ChangedWorkingSetIsAdmitted) {
   for (int epoch = 0; epoch < 5; ++epoch) {
     for (uint64_t id = 1; id <= 2 * capacity; ++id) sim.Access(id);
   }
-  const uint64_t fresh = capacity / 2;  // fits easily
-  const uint64_t base = 1000000;
-  // Enough epochs of the new set for the old one to turn stale, plus two.
-  const uint64_t epochs = o.stale_factor * capacity / fresh + 2;
-  double last = 0;
-  for (uint64_t e = 0; e < epochs; ++e) {
-    uint64_t hits = 0;
-    for (uint64_t id = base; id < base + fresh; ++id) hits += sim.Access(id);
-    last = static_cast<double>(hits) / fresh;
+  EXPECT_GE(HitRatioOfANewWorkingSet(sim, capacity, o), 0.9);
+}
+
+// The same after a one-time scan: never-hit probationary chunks age out too.
+TEST(EvictionSimulationTest, WorkingSetAfterAOneTimeScanIsAdmitted) {
+  const uint64_t capacity = 1000;
+  EvictionPolicy::Options o;
+  Simulation sim(capacity, o);
+  for (uint64_t id = 1; id <= 3 * capacity; ++id) sim.Access(id);  // read once, never again
+  EXPECT_GE(HitRatioOfANewWorkingSet(sim, capacity, o), 0.9);
+  EXPECT_GT(sim.evicted(EvictionPolicy::VictimKind::kStaleProbationary), 0u);
+}
+
+// A cache full of fresh probationary chunks keeps them: evicting one only
+// admits another that would go next. It evicts down to the high watermark.
+TEST(EvictionSimulationTest, FreshChunksAreEvictedOnlyToTheHighWatermark) {
+  const uint64_t capacity = 1000;
+  Simulation sim(capacity);
+  for (uint64_t id = 1; id <= 2 * capacity; ++id) sim.Access(id);
+  EXPECT_EQ(sim.resident(), capacity * 97 / 100);
+  for (uint64_t id = 1; id <= capacity * 97 / 100; ++id) EXPECT_TRUE(sim.contains(id)) << id;
+}
+
+TEST(EvictionPolicyTest, ProbationaryWalksCrossOnce) {
+  Order order;
+  EvictionPolicy p;
+  for (uint64_t i = 1; i <= 5; ++i) {
+    order.insert({EvictionPolicy::RankOf(p.OnInsert(i)), ChunkKey{i, 1, 0}});
   }
-  EXPECT_GE(last, 0.9);
+  SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
+  std::vector<uint64_t> offered;
+  auto victims = p.PickVictims(newest, oldest, prot, 6, 5, 100, [&](const ChunkKey& k) {
+    offered.push_back(k.object_id);
+    return true;
+  });
+  EXPECT_EQ(offered, (std::vector<uint64_t>{5, 4, 3, 2, 1}));
+  for (const auto& v : victims) EXPECT_EQ(v.kind, EvictionPolicy::VictimKind::kFreshProbationary);
+  // Long after: everything is stale, the oldest goes first.
+  SetCursor n2(order, 0), o2(order, 0, true), p2(order, 1);
+  victims = p.PickVictims(n2, o2, p2, 1000, 5, 2, [](const ChunkKey&) { return true; });
+  ASSERT_EQ(victims.size(), 2u);
+  EXPECT_EQ(victims[0].key.object_id, 1u);
+  EXPECT_EQ(victims[0].kind, EvictionPolicy::VictimKind::kStaleProbationary);
+  EXPECT_EQ(victims[1].key.object_id, 2u);
 }
 
 TEST(EvictionSimulationTest, PinnedChunksAreSkipped) {
@@ -205,8 +268,14 @@ TEST(QuotaTest, ReservationsNeverPassCapacity) {
   EXPECT_TRUE(q.TryReserve(35));
   q.Commit(35);
   EXPECT_TRUE(q.AboveHigh());
+  EXPECT_TRUE(q.CommittedAboveHigh());
   EXPECT_EQ(q.BytesOverLow(), 15u);
-  q.Free(85);
+  q.Free(10);
+  EXPECT_TRUE(q.TryReserve(10));
+  EXPECT_TRUE(q.AboveHigh()) << "reserved bytes count";
+  EXPECT_FALSE(q.CommittedAboveHigh()) << "what is in the cache does not pass high";
+  q.Release(10);
+  q.Free(75);
   EXPECT_EQ(q.used(), 10u);
   q.SetIndexBytes(200);  // the index alone is over: nothing more gets in
   EXPECT_FALSE(q.TryReserve(1));

@@ -104,7 +104,7 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
   io_opts.chunk_size_if_new = options.chunk_size;
   // A small cache must not spend its bound on memtables and WAL.
   io_opts.write_buffer_bytes =
-      std::clamp<uint64_t>(options.capacity_bytes / 64, 256ull << 10, 16ull << 20);
+      std::clamp<uint64_t>(options.capacity_bytes / 256, 256ull << 10, 16ull << 20);
   p.index_headroom = io_opts.write_buffer_bytes;
   auto index = ChunkIndex::Open(io_opts);
   if (!index.ok() && index.status().code() == EBADMSG) {
@@ -293,7 +293,8 @@ Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool 
     o.changed = changed;
     o.st = entry->version->st;
     o.file = std::make_shared<OpenFileState>(entry->version,
-                                             std::make_shared<OriginHandle>(origin_, path));
+                                             std::make_shared<OriginHandle>(origin_, path),
+                                             std::make_shared<Readahead>(readahead_budget_));
     entry->seen = true;
     std::lock_guard<std::mutex> l(objects_mu_);
     objects_[path] = *entry;

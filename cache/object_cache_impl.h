@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -99,12 +100,36 @@ struct FetchTally {
   uint64_t bytes = 0;
 };
 
+// Chunks one open file fetched (ahead, or on demand), kept in memory for its
+// next reads whether or not the cache kept them: without it a full cache
+// (which refuses new chunks, or evicts the newest first) would make prefetch
+// read chunks from the origin twice, and a reader going through an uncached
+// chunk in small requests fetch it once per request.
+// All open files together hold at most the budget they share.
+struct Readahead {
+  explicit Readahead(std::shared_ptr<std::atomic<int64_t>> budget) : budget(std::move(budget)) {}
+  ~Readahead();
+  const std::shared_ptr<std::atomic<int64_t>> budget;  // bytes left to all files
+  std::mutex mu;
+  std::map<uint64_t, ChunkBytes> chunks;  // GUARDED_BY(mu)
+  uint64_t passed = 0;  // GUARDED_BY(mu): a sequential reader is past chunks below it
+  std::optional<ChunkBytes> Get(uint64_t idx);
+  // Holds chunk idx; past max held, the lowest-numbered one goes.
+  void Put(uint64_t idx, const ChunkBytes& bytes, size_t max);
+  // Whether fetching chunk idx ahead still helps: not held, reader not past it.
+  bool Wanted(uint64_t idx);
+  // The sequential reader is at chunk idx: drop what lies before it.
+  void DropBefore(uint64_t idx);
+};
+
 class OpenFileState {
  public:
-  OpenFileState(std::shared_ptr<ObjectVersion> v, std::shared_ptr<OriginHandle> o)
-      : version(std::move(v)), origin(std::move(o)) {}
+  OpenFileState(std::shared_ptr<ObjectVersion> v, std::shared_ptr<OriginHandle> o,
+                std::shared_ptr<Readahead> r)
+      : version(std::move(v)), origin(std::move(o)), readahead(std::move(r)) {}
   const std::shared_ptr<ObjectVersion> version;
   const std::shared_ptr<OriginHandle> origin;
+  const std::shared_ptr<Readahead> readahead;
 
   // Sequential detection.
   std::mutex mu;
@@ -156,22 +181,28 @@ class ObjectCacheImpl final : public ObjectCache {
 
   // cache_fetch.cc
   // Fetches the listed chunks (ascending, not present) and stores them;
-  // (*out)[i] is chunk idx[i]'s bytes.
+  // (*out)[i] is chunk idx[i]'s bytes. readahead: where the chunks this
+  // call fetched are also kept (may be null). ahead: a prefetch, which gives
+  // up chunks its reader has gone past (their (*out)[i] stays empty).
   Status FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
                      const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
-                     FetchTally* tally);
+                     FetchTally* tally, Readahead* readahead = nullptr, bool ahead = false);
   Result<std::vector<ChunkBytes>> ReadRun(const ObjectVersion& v, OriginHandle& origin,
                                           uint64_t first, uint64_t n);
   void MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end, uint64_t last_chunk);
   void PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
-                     const std::shared_ptr<OriginHandle>& origin, uint64_t first, uint64_t end);
+                     const std::shared_ptr<OriginHandle>& origin,
+                     const std::shared_ptr<Readahead>& readahead, uint64_t first, uint64_t end);
   // Fetches whatever is missing of chunks [first, end).
   Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin, uint64_t first,
-                   uint64_t end, FetchTally* tally);
+                   uint64_t end, FetchTally* tally, Readahead* readahead = nullptr);
+  // Most chunks a Readahead holds.
+  size_t ReadaheadLimit() const;
 
   // cache_store.cc
-  // Caches a fetched chunk unless there is no room (then it is only served).
-  void StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx, const ChunkBytes& bytes);
+  // Caches a fetched chunk unless there is no room (then it is only served);
+  // true if it is in the cache now. Ticks the eviction clock either way.
+  bool StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx, const ChunkBytes& bytes);
   bool FreeSpaceLow(uint64_t need);
   // The chunk's bytes if it is in the store with a matching checksum.
   std::optional<ChunkBytes> LoadStored(const ObjectVersion& v, uint64_t idx);
@@ -208,6 +239,9 @@ class ObjectCacheImpl final : public ObjectCache {
   Quota quota_;
   const std::shared_ptr<ResidentChunks> resident_ = std::make_shared<ResidentChunks>();
   Fetcher fetcher_;
+  // Memory all Readaheads may hold together.
+  const std::shared_ptr<std::atomic<int64_t>> readahead_budget_ =
+      std::make_shared<std::atomic<int64_t>>(256ll << 20);
   CacheCounters counters_;
 
   // Open: one stripe per path hash, so opens of different files revalidate

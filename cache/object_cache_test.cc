@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <numeric>
 #include <thread>
 
 #include "cache/cache_test_util.h"
@@ -349,26 +350,62 @@ TEST_F(ObjectCacheTest, CapacityIsNeverExceededAndLaterEpochsHit) {
   EXPECT_EQ(cache->counters().errors.load(), 0u);
 }
 
+// Epochs over a dataset twice the cache, with prefetch on, as a loader
+// reads it: from epoch 2 on, the origin serves at most 1 - 0.9 x capacity /
+// dataset of the bytes (a ratio of bytes, not of time).
+class EpochOrderTest : public ObjectCacheTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(EpochOrderTest, LaterEpochsAreServedFromTheCache) {
+  options_.capacity_bytes = 16 << 20;
+  options_.prefetch_bytes = 8 * kCs;
+  constexpr int kFiles = 128;
+  constexpr uint64_t kFileSize = 4 * kCs;  // 32 MiB in all
+  for (int i = 0; i < kFiles; ++i) Put("s" + std::to_string(i), Pattern(kFileSize, i));
+  auto cache = OpenCache();
+  std::vector<int> order(kFiles);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(7);
+  const double target = 0.9 * static_cast<double>(options_.capacity_bytes) / (kFiles * kFileSize);
+  for (int epoch = 1; epoch <= 4; ++epoch) {
+    if (GetParam()) std::shuffle(order.begin(), order.end(), rng);
+    uint64_t read0 = cache->counters().bytes_read, origin0 = cache->counters().origin_bytes_read;
+    for (int i : order) {
+      auto o = cache->Open("s" + std::to_string(i), false).value();
+      for (uint64_t off = 0; off < kFileSize; off += 16 << 10) {
+        ReadReply r;
+        ASSERT_TRUE(cache->Read(*o.file, off, 16 << 10, &r).ok());
+      }
+    }
+    double read = static_cast<double>(cache->counters().bytes_read - read0);
+    double from_origin = static_cast<double>(cache->counters().origin_bytes_read - origin0);
+    if (epoch == 1) EXPECT_EQ(from_origin, read) << "each byte fetched once";
+    if (epoch >= 2) EXPECT_GE(1 - from_origin / read, target) << "epoch " << epoch;
+    ASSERT_LE(cache->Stats()["cache_used_bytes"].get<uint64_t>(), options_.capacity_bytes);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, EpochOrderTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "shuffled" : "fixed"; });
+
 TEST_F(ObjectCacheTest, PinnedRangesAreNotPunchedByEviction) {
   options_.capacity_bytes = 2 << 20;
-  options_.low_watermark = 0.2;  // a round evicts nearly everything, newest first
+  options_.low_watermark = 0.2;  // rounds that take stale chunks go deep
   std::string keep = Pattern(kCs, 1000);
   Put("keep", keep);
   for (int i = 0; i < 64; ++i) Put("f" + std::to_string(i), Pattern(kCs, i));
   auto cache = OpenCache();
-  for (int i = 0; i < 16; ++i) ReadAll(*cache, "f" + std::to_string(i));
-  // The newest chunk: the first one eviction would take.
+  // The oldest chunk: once stale, the first one eviction takes.
   auto o = cache->Open("keep", false).value();
   ASSERT_EQ(ReadRange(*cache, o, 0, kCs), keep);
   ReadReply pinned;
   ASSERT_TRUE(cache->Read(*o.file, 0, kCs, &pinned).ok());
   ASSERT_EQ(pinned.segments().size(), 1u);
   ASSERT_GE(pinned.segments()[0].fd, 0);
-  int next = 16;
-  ASSERT_TRUE(Eventually([&] {
-    ReadAll(*cache, "f" + std::to_string(next++ % 64));
-    return cache->counters().evicted_chunks.load() >= 8;
-  }));
+  // Far more accesses than 16 x the ~30 resident chunks: keep turns stale.
+  for (int round = 0; round < 12; ++round) {
+    for (int i = 0; i < 64; ++i) ReadAll(*cache, "f" + std::to_string(i));
+  }
+  ASSERT_TRUE(Eventually([&] { return cache->counters().evicted_chunks.load() >= 8; }));
   EXPECT_TRUE(Materialize(pinned) == keep) << "a pinned range was punched";
   uint64_t hits = cache->counters().cache_hit_bytes.load();
   EXPECT_EQ(ReadRange(*cache, o, 0, kCs), keep);

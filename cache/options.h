@@ -25,7 +25,8 @@ struct CacheOptions {
   // starts a fresh index (the old chunks are dropped). Default: 1 MiB.
   uint64_t chunk_size = 1ull << 20;
 
-  // Eviction starts above high and stops below low (fractions of capacity).
+  // Eviction starts above high (fractions of capacity) and goes down to low;
+  // fresh probationary chunks are taken only down to high (see eviction.h).
   // Default: 0.97 and 0.94.
   double high_watermark = 0.97;
   double low_watermark = 0.94;

@@ -8,8 +8,8 @@ namespace {
 
 using google::protobuf::io::CodedOutputStream;
 
-// Nothing here has map fields any more (see example.proto), but the flag
-// keeps the output fixed should one be added.
+// Example has no map fields (see example.proto); the flag
+// keeps the output fixed should one ever be added.
 template <typename Message>
 std::string SerializeDeterministic(const Message& m) {
   std::string out;

@@ -110,8 +110,8 @@ void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_
     // with it. It means the cache broke its contract; say so loudly.
     for (const ReadSegment& s : segs) {
       if (s.len > 0 && s.fd < 0 && s.mem == nullptr) {
-        LOG_ERROR("cache returned an empty read segment (off {}, len {}, {} segments); EIO",
-                  off, s.len, segs.size());
+        LOG_ERROR("cache returned an empty read segment (off {}, len {}, {} segments); EIO", off,
+                  s.len, segs.size());
         fs.cache->counters().errors++;
         reply.Err(EIO);
         return;

@@ -88,11 +88,7 @@ def dataset(tmp_path_factory):
     return origin, lib.hashes_of(origin)
 
 
-# Known gap (issue 2 note): at this small scale (64 MiB cache) the hit ratio sits right at the
-# 0.9 x capacity/dataset target and dips below it on some epochs; the usage bound asserted here holds.
-# xfail(strict=False) keeps it running and printing its figures until the policy is tuned.
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="hit ratio borderline at 64 MiB scale; see issue 2 note")
 @pytest.mark.parametrize("order", ["fixed", "shuffled"])
 def test_epochs_over_dataset_larger_than_cache(mounts, dataset, order):
     origin, expected = dataset
