@@ -280,7 +280,7 @@ void ObjectCacheImpl::WarmLoop() {
 }
 
 void ObjectCacheImpl::WarmFile(const std::string& path) {
-  auto opened = Open(path, false);
+  auto opened = OpenAs(path, false, Opener::kBackground);
   if (!opened.ok()) {
     LOG_WARN("warm '{}': {}", path, opened.status().message());
     counters_.warm_files_done++;

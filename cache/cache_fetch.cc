@@ -1,6 +1,8 @@
 // ObjectCache misses: collapsing concurrent fetches, one origin read per run
 // of consecutive chunks, the identity check after it, and prefetching ahead
 // of sequential readers.
+#include <fcntl.h>
+
 #include <algorithm>
 
 #include "cache/object_cache_impl.h"
@@ -193,23 +195,102 @@ void ObjectCacheImpl::PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
                                     const std::shared_ptr<Readahead>& readahead, uint64_t first,
                                     uint64_t end) {
   FetchTally tally;
-  Status s = FillRange(v, *origin, first, end, &tally, readahead.get());
+  Fill fill;
+  fill.load_cached = true;
+  Status s = FillRange(v, *origin, first, end, &tally, readahead.get(), fill);
   counters_.prefetched_chunks += tally.chunks;
   if (!s.ok()) LOG_DEBUG("prefetch of '{}': {}", v->path, s.message());
 }
 
 Status ObjectCacheImpl::FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
                                   uint64_t first, uint64_t end, FetchTally* tally,
-                                  Readahead* readahead) {
+                                  Readahead* readahead, Fill fill) {
   if (v->superseded) return StaleVersion(*v);
   std::vector<uint64_t> missing;
+  std::vector<uint64_t> cached;
   for (uint64_t idx = first; idx < end && idx < v->chunks; ++idx) {
     if (readahead && !readahead->Wanted(idx)) continue;
-    if (!IsCached(ChunkKey{v->key.object_id, v->key.version, idx})) missing.push_back(idx);
+    if (IsCached(ChunkKey{v->key.object_id, v->key.version, idx})) {
+      cached.push_back(idx);
+    } else {
+      missing.push_back(idx);
+    }
   }
-  if (missing.empty()) return Status::OK();
+  if (fill.load_cached && !cached.empty()) LoadCached(*v, cached);
+  if (missing.empty() || !fill.fetch_missing) return Status::OK();
   std::vector<ChunkBytes> bytes;
   return FetchChunks(v, origin, missing, &bytes, tally, readahead, readahead != nullptr);
+}
+
+void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx) {
+  const uint64_t size = v.identity.size;
+  std::vector<ChunkKey> pins;
+  std::vector<uint64_t> verified;
+  std::vector<std::pair<uint64_t, uint64_t>> to_check;  // chunk, checksum
+  for (uint64_t i : idx) {
+    ChunkKey key{v.key.object_id, v.key.version, i};
+    bool ok = false;
+    if (!resident_->TryPin(key, &ok)) continue;  // evicted meanwhile
+    pins.push_back(key);
+    if (ok) {
+      verified.push_back(i);
+      continue;
+    }
+    auto rec = index_->GetChunk(key);
+    if (rec.ok() && *rec && (*rec)->len == ChunkLength(size, chunk_size_, i)) {
+      to_check.emplace_back(i, (*rec)->xxh3);
+    }
+  }
+  auto file = store_->Get(v.key, false);
+  if (file.ok()) {
+    // Verified chunks only need to be in the page cache: readahead(2) starts
+    // that without waiting. The others are read and checked here, off the
+    // reader's path, which leaves them in the page cache too.
+    for (size_t a = 0; a < verified.size();) {
+      size_t b = a;
+      while (b + 1 < verified.size() && verified[b + 1] == verified[b] + 1) ++b;
+      const uint64_t off = ChunkOffset(chunk_size_, verified[a]);
+      const uint64_t end =
+          ChunkOffset(chunk_size_, verified[b]) + ChunkLength(size, chunk_size_, verified[b]);
+      (void)::readahead((*file)->fd(), static_cast<off64_t>(off), end - off);
+      a = b + 1;
+    }
+    if (!to_check.empty()) {
+      std::vector<char> good = CheckChunks(v, **file, to_check);
+      for (size_t i = 0; i < good.size(); ++i) {
+        if (good[i]) continue;
+        ChunkKey bad{v.key.object_id, v.key.version, to_check[i].first};
+        pins.erase(std::find(pins.begin(), pins.end(), bad));  // CheckChunks unpinned it
+      }
+    }
+  }
+  for (const ChunkKey& k : pins) resident_->Unpin(k);
+}
+
+void ObjectCacheImpl::MaybePrefetchDir(const std::string& path) {
+  for (std::string& p : dir_scan_.OnOpen(path)) {
+    pool_->Submit(WorkerPool::Priority::kHigh, [this, p = std::move(p)] { PrefetchFile(p); });
+  }
+}
+
+void ObjectCacheImpl::PrefetchFile(const std::string& path) {
+  auto opened = OpenAs(path, false, Opener::kBackground);
+  if (!opened.ok()) return;  // gone, or not a file: the reader will find out
+  const auto& file = opened->file;
+  Fill fill;
+  fill.load_cached = true;
+  // A cache near its bound would evict something to take these, or refuse
+  // them after reading them from the origin: there, only what it holds is
+  // read ahead.
+  fill.fetch_missing = quota_.RoomBelowLow(
+      options_.dir_prefetch_files *
+      std::min<uint64_t>(options_.dir_prefetch_bytes, static_cast<uint64_t>(opened->st.st_size)));
+  FetchTally tally;
+  Status s = FillRange(file->version, *file->origin, 0,
+                       ChunkCount(options_.dir_prefetch_bytes, chunk_size_), &tally, nullptr, fill);
+  counters_.prefetched_chunks += tally.chunks;
+  counters_.dir_prefetched_files++;
+  if (!s.ok()) LOG_DEBUG("prefetch of '{}': {}", path, s.message());
 }
 
 }  // namespace stoker

@@ -47,6 +47,46 @@ class SegmentBuilder {
 
 }  // namespace
 
+std::vector<char> ObjectCacheImpl::CheckChunks(
+    const ObjectVersion& v, DataFile& file,
+    const std::vector<std::pair<uint64_t, uint64_t>>& to_check) {
+  const uint64_t size = v.identity.size;
+  std::vector<ReadOp> ops;
+  std::vector<std::unique_ptr<char[]>> bufs;
+  for (const auto& [idx, sum] : to_check) {
+    uint64_t expect = ChunkLength(size, chunk_size_, idx);
+    bufs.emplace_back(new char[expect]);
+    ReadOp op;
+    op.fd = file.fd();
+    op.buf = bufs.back().get();
+    op.len = expect;
+    op.off = static_cast<off_t>(ChunkOffset(chunk_size_, idx));
+    ops.push_back(std::move(op));
+  }
+  io_->ReadBatch(ops);
+  std::vector<char> good(ops.size(), 0);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const uint64_t idx = to_check[i].first;
+    ChunkKey key{v.key.object_id, v.key.version, idx};
+    good[i] = ops[i].status.ok() && ops[i].done == ops[i].len &&
+              ChunkChecksum(ops[i].buf, ops[i].len) == to_check[i].second;
+    if (good[i]) {
+      resident_->MarkVerified(key);
+      continue;
+    }
+    if (ops[i].status.ok()) {
+      counters_.checksum_failures++;
+      LOG_WARN("cached chunk {} of '{}' fails its checksum; re-fetching", idx, v.path);
+    } else {
+      LOG_WARN("reading cached chunk {} of '{}': {}; re-fetching", idx, v.path,
+               ops[i].status.message());
+    }
+    resident_->Unpin(key);
+    DropBadChunk(key);
+  }
+  return good;
+}
+
 Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadReply* out) {
   const std::shared_ptr<ObjectVersion>& v = f.version;
   if (v->superseded) {
@@ -112,40 +152,15 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     }
   }
   if (!to_check.empty()) {
-    std::vector<ReadOp> ops;
-    std::vector<std::unique_ptr<char[]>> bufs;
-    for (const auto& [idx, sum] : to_check) {
-      uint64_t expect = ChunkLength(size, chunk_size_, idx);
-      bufs.emplace_back(new char[expect]);
-      ReadOp op;
-      op.fd = keep->file->fd();
-      op.buf = bufs.back().get();
-      op.len = expect;
-      op.off = static_cast<off_t>(ChunkOffset(chunk_size_, idx));
-      ops.push_back(std::move(op));
-    }
-    io_->ReadBatch(ops);
-    for (size_t i = 0; i < ops.size(); ++i) {
+    std::vector<char> good = CheckChunks(*v, *keep->file, to_check);
+    for (size_t i = 0; i < good.size(); ++i) {
       const uint64_t idx = to_check[i].first;
-      ChunkKey key{v->key.object_id, v->key.version, idx};
-      bool good = ops[i].status.ok() && ops[i].done == ops[i].len &&
-                  ChunkChecksum(ops[i].buf, ops[i].len) == to_check[i].second;
-      if (good) {
-        resident_->MarkVerified(key);
-        keep->pins.push_back(key);
+      if (good[i]) {
+        keep->pins.push_back(ChunkKey{v->key.object_id, v->key.version, idx});
         from_fd[idx - span.first] = 1;
-        continue;
-      }
-      if (ops[i].status.ok()) {
-        counters_.checksum_failures++;
-        LOG_WARN("cached chunk {} of '{}' fails its checksum; re-fetching", idx, v->path);
       } else {
-        LOG_WARN("reading cached chunk {} of '{}': {}; re-fetching", idx, v->path,
-                 ops[i].status.message());
+        missing.push_back(idx);
       }
-      resident_->Unpin(key);
-      DropBadChunk(key);
-      missing.push_back(idx);
     }
   }
 

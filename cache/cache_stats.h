@@ -26,9 +26,10 @@ struct CacheCounters {
   std::atomic<uint64_t> origin_changes{0};     // of those, found a changed file
   std::atomic<uint64_t> checksum_failures{0};  // cached chunks found corrupt
   std::atomic<uint64_t> origin_errors{0};
-  std::atomic<uint64_t> errors{0};            // all errors returned to readers
-  std::atomic<uint64_t> collapsed_misses{0};  // readers that waited on another's fetch
-  std::atomic<uint64_t> prefetched_chunks{0};
+  std::atomic<uint64_t> errors{0};                // all errors returned to readers
+  std::atomic<uint64_t> collapsed_misses{0};      // readers that waited on another's fetch
+  std::atomic<uint64_t> prefetched_chunks{0};     // fetched from the origin ahead of a reader
+  std::atomic<uint64_t> dir_prefetched_files{0};  // files fetched ahead of a directory scan
   std::atomic<uint64_t> warm_files_queued{0};
   std::atomic<uint64_t> warm_files_done{0};
   std::atomic<uint64_t> warm_bytes{0};

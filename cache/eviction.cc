@@ -149,6 +149,8 @@ bool Quota::TakeRefused() {
   return r;
 }
 
+bool Quota::RoomBelowLow(uint64_t n) const { return used() + n <= low_; }
+
 uint64_t Quota::BytesOverLow() const {
   uint64_t u = used();
   return u > low_ ? u - low_ : 0;

@@ -155,6 +155,9 @@ class Quota {
   bool TakeRefused();
   // Bytes to evict to get down to the low watermark (0 if already there).
   uint64_t BytesOverLow() const;
+  // Whether n more bytes fit below the low watermark: taking them would not
+  // make anything be evicted.
+  bool RoomBelowLow(uint64_t n) const;
 
  private:
   const uint64_t capacity_;

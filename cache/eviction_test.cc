@@ -264,6 +264,8 @@ TEST(QuotaTest, ReservationsNeverPassCapacity) {
   q.Commit(50);
   EXPECT_EQ(q.committed(), 50u);
   EXPECT_EQ(q.used(), 60u);
+  EXPECT_TRUE(q.RoomBelowLow(20));
+  EXPECT_FALSE(q.RoomBelowLow(21));
   EXPECT_FALSE(q.AboveHigh());
   EXPECT_TRUE(q.TryReserve(35));
   q.Commit(35);

@@ -138,7 +138,17 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
       index_path_(options_.dir + "/index"),
       chunk_size_(options_.chunk_size),
       index_headroom_(p.index_headroom),
-      quota_(options_.capacity_bytes, options_.high_watermark, options_.low_watermark) {
+      quota_(options_.capacity_bytes, options_.high_watermark, options_.low_watermark),
+      dir_scan_(DirScan::Options{static_cast<size_t>(options_.dir_prefetch_files)},
+                [this](const std::string& dir) -> Result<std::vector<std::string>> {
+                  std::vector<std::string> files;
+                  const size_t most = DirScan::Options{}.max_entries + 1;
+                  STOKER_RETURN_IF_ERROR(origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
+                    if (S_ISREG(e.st.st_mode)) files.push_back(e.name);
+                    return files.size() < most;
+                  }));
+                  return files;
+                }) {
   quota_.SetCommitted(index_->meta().usage_bytes);
   MeasureIndex();
 }
@@ -268,6 +278,13 @@ void ObjectCacheImpl::Supersede(const std::shared_ptr<ObjectVersion>& v, const V
 }
 
 Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool force) {
+  Result<Opened> opened = OpenAs(path, force, Opener::kFs);
+  if (opened.ok()) MaybePrefetchDir(path);
+  return opened;
+}
+
+Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, bool force,
+                                                    Opener who) {
   std::lock_guard<std::mutex> stripe(
       open_stripes_[std::hash<std::string>()(path) % open_stripes_.size()]);
   const int64_t now = RealtimeNs();
@@ -289,13 +306,17 @@ Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool 
   bool changed = false;
   auto finish = [&]() -> Result<Opened> {
     Opened o;
-    o.keep_cache = !changed && entry->seen;
-    o.changed = changed;
+    if (changed) entry->change_unannounced = true;
+    if (who == Opener::kFs) {
+      o.changed = entry->change_unannounced;
+      o.keep_cache = !o.changed && entry->seen;
+      entry->seen = true;
+      entry->change_unannounced = false;
+    }
     o.st = entry->version->st;
     o.file = std::make_shared<OpenFileState>(entry->version,
                                              std::make_shared<OriginHandle>(origin_, path),
                                              std::make_shared<Readahead>(readahead_budget_));
-    entry->seen = true;
     std::lock_guard<std::mutex> l(objects_mu_);
     objects_[path] = *entry;
     return o;
@@ -407,6 +428,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   STOKER_COUNTER(errors)
   STOKER_COUNTER(collapsed_misses)
   STOKER_COUNTER(prefetched_chunks)
+  STOKER_COUNTER(dir_prefetched_files)
   STOKER_COUNTER(warm_files_queued)
   STOKER_COUNTER(warm_files_done)
   STOKER_COUNTER(warm_bytes)

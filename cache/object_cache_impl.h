@@ -34,6 +34,7 @@
 #include "cache/chunk.h"
 #include "cache/chunk_index.h"
 #include "cache/chunk_store.h"
+#include "cache/dir_scan.h"
 #include "cache/eviction.h"
 #include "cache/fetcher.h"
 #include "cache/io_backend.h"
@@ -92,6 +93,14 @@ struct PinKeepalive : ReadReply::Keepalive {
   ~PinKeepalive() override {
     for (const auto& k : pins) resident->Unpin(k);
   }
+};
+
+// How FillRange treats the chunks of its range.
+struct Fill {
+  bool fetch_missing = true;  // fetch absent chunks from the origin
+  // Verify cached chunks not yet verified, and have the kernel read the
+  // verified ones into the page cache, so that the reader finds them there.
+  bool load_cached = false;
 };
 
 // Chunks and bytes a fetch read from the origin itself (not waited for).
@@ -167,7 +176,14 @@ class ObjectCacheImpl final : public ObjectCache {
     ObjectRecord rec;
     std::shared_ptr<ObjectVersion> version;
     bool seen = false;  // an Open of this version returned to fs/ in this process
+    // A background open (warm, prefetch) found the origin file changed: the
+    // next open for fs/ reports it, so the kernel's pages get invalidated.
+    bool change_unannounced = false;
   };
+  // Who opens: fs/ (a reader), or the cache itself (warm, prefetch), which
+  // must neither report a change nor claim the kernel holds pages.
+  enum class Opener { kFs, kBackground };
+  Result<Opened> OpenAs(const std::string& path, bool force_revalidate, Opener who);
 
   // object_cache.cc
   // Re-measures the index's files (and the lock file) on disk.
@@ -195,7 +211,19 @@ class ObjectCacheImpl final : public ObjectCache {
                      const std::shared_ptr<Readahead>& readahead, uint64_t first, uint64_t end);
   // Fetches whatever is missing of chunks [first, end).
   Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin, uint64_t first,
-                   uint64_t end, FetchTally* tally, Readahead* readahead = nullptr);
+                   uint64_t end, FetchTally* tally, Readahead* readahead = nullptr,
+                   Fill fill = Fill{});
+  // The cached chunks among idx (ascending), verified or read ahead.
+  void LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx);
+  // Reads back and checks chunks (index, checksum) of v's data file not yet
+  // verified by this process (they are pinned). Marks the good ones verified;
+  // a bad one is counted, unpinned and dropped. Returns one flag per chunk.
+  std::vector<char> CheckChunks(const ObjectVersion& v, DataFile& file,
+                                const std::vector<std::pair<uint64_t, uint64_t>>& to_check);
+  // Directory scans (see dir_scan.h): queues the files to fetch ahead of an
+  // open of path, and fetches one of them.
+  void MaybePrefetchDir(const std::string& path);
+  void PrefetchFile(const std::string& path);
   // Most chunks a Readahead holds.
   size_t ReadaheadLimit() const;
 
@@ -243,6 +271,7 @@ class ObjectCacheImpl final : public ObjectCache {
   const std::shared_ptr<std::atomic<int64_t>> readahead_budget_ =
       std::make_shared<std::atomic<int64_t>>(256ll << 20);
   CacheCounters counters_;
+  DirScan dir_scan_;
 
   // Open: one stripe per path hash, so opens of different files revalidate
   // in parallel and two opens of one file do not race.

@@ -378,8 +378,12 @@ TEST_P(EpochOrderTest, LaterEpochsAreServedFromTheCache) {
     }
     double read = static_cast<double>(cache->counters().bytes_read - read0);
     double from_origin = static_cast<double>(cache->counters().origin_bytes_read - origin0);
-    if (epoch == 1) EXPECT_EQ(from_origin, read) << "each byte fetched once";
-    if (epoch >= 2) EXPECT_GE(1 - from_origin / read, target) << "epoch " << epoch;
+    if (epoch == 1) {
+      EXPECT_EQ(from_origin, read) << "each byte fetched once";
+    }
+    if (epoch >= 2) {
+      EXPECT_GE(1 - from_origin / read, target) << "epoch " << epoch;
+    }
     ASSERT_LE(cache->Stats()["cache_used_bytes"].get<uint64_t>(), options_.capacity_bytes);
   }
 }

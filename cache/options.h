@@ -38,6 +38,12 @@ struct CacheOptions {
   // Bytes to prefetch ahead of a sequential reader. 0 disables. Default: 8 MiB.
   uint64_t prefetch_bytes = 8ull << 20;
 
+  // Files fetched ahead of a reader that opens the files of a directory one
+  // after another, in listing or name order (see dir_scan.h); for each, its
+  // first dir_prefetch_bytes. 0 disables. Default: 16 files, 8 MiB.
+  uint64_t dir_prefetch_files = 16;
+  uint64_t dir_prefetch_bytes = 8ull << 20;
+
   // Threads that fetch from the origin for prefetch and warm. Default: 4.
   int fetch_threads = 4;
 

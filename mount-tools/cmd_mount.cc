@@ -235,6 +235,18 @@ std::vector<std::string> SplitFuseOptions(const std::vector<std::string>& raw) {
   return out;
 }
 
+namespace {
+
+// "60" -> 60; what names the flag and its unit in the error.
+Result<uint64_t> ParseWholeNumber(const char* flag, const std::string& v, const char* unit) {
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) {
+    return Status::Invalid(std::string(flag) + " " + v + ": expected a whole number of " + unit);
+  }
+  return std::stoull(v);
+}
+
+}  // namespace
+
 Result<MountOptions> ToMountOptions(const MountArgs& args) {
   MountOptions o;
   if (args.origin.empty()) return Status::Invalid("ORIGIN is empty");
@@ -261,11 +273,14 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
                            FormatSize(kMinChunksInCache * chunk) + " with a chunk size of " +
                            FormatSize(chunk) + ")");
   }
-  const std::string& rv = args.revalidate;
-  if (rv.empty() || rv.size() > 19 || rv.find_first_not_of("0123456789") != std::string::npos) {
-    return Status::Invalid("--revalidate " + rv + ": expected a whole number of seconds");
+  STOKER_ASSIGN_OR_RETURN(o.cache.revalidate_seconds,
+                          ParseWholeNumber("--revalidate", args.revalidate, "seconds"));
+  STOKER_ASSIGN_OR_RETURN(o.cache.dir_prefetch_files,
+                          ParseWholeNumber("--prefetch-files", args.prefetch_files, "files"));
+  if (o.cache.dir_prefetch_files > kMaxPrefetchFiles) {
+    return Status::Invalid("--prefetch-files " + args.prefetch_files + ": at most " +
+                           std::to_string(kMaxPrefetchFiles));
   }
-  o.cache.revalidate_seconds = std::stoull(rv);
 
   if (args.io_backend == "auto") {
     o.cache.io_backend = IoBackendKind::kAuto;
@@ -310,6 +325,10 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--prefetch", args->prefetch,
                   "Bytes to read ahead of a sequential reader (0 disables)")
+      ->capture_default_str();
+  app->add_option("--prefetch-files", args->prefetch_files,
+                  "Files to read ahead of a reader going through a directory in order "
+                  "(0 disables)")
       ->capture_default_str();
   app->add_flag("-f,--foreground", args->foreground,
                 "Serve in this process, logging to stderr, until unmounted");

@@ -56,6 +56,7 @@ struct MountArgs {
   std::string chunk_size = "1M";
   std::string revalidate = "60";  // seconds
   std::string prefetch = "8M";
+  std::string prefetch_files = "16";
   std::vector<std::string> fuse_options;  // as given; comma lists not yet split
   std::string io_backend = "auto";
   std::string log_level = "info";
@@ -67,6 +68,7 @@ struct MountArgs {
 inline constexpr uint64_t kMinChunkSize = 64ull << 10;
 inline constexpr uint64_t kMaxChunkSize = 64ull << 20;
 inline constexpr uint64_t kMinChunksInCache = 4;
+inline constexpr uint64_t kMaxPrefetchFiles = 1024;
 
 // Splits "-o a,b -o c" into {"a", "b", "c"}, dropping empty items.
 std::vector<std::string> SplitFuseOptions(const std::vector<std::string>& raw);

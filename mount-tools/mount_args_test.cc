@@ -34,6 +34,7 @@ TEST(ToMountOptions, Defaults) {
   EXPECT_EQ(o->cache.chunk_size, 1ull << 20);
   EXPECT_EQ(o->cache.revalidate_seconds, 60u);
   EXPECT_EQ(o->cache.prefetch_bytes, 8ull << 20);
+  EXPECT_EQ(o->cache.dir_prefetch_files, 16u);
   EXPECT_EQ(o->cache.io_backend, IoBackendKind::kAuto);
   EXPECT_EQ(o->log_level, "info");
   EXPECT_EQ(o->ready_fd, -1);
@@ -44,6 +45,7 @@ TEST(ToMountOptions, SizesAndOptions) {
   a.cache_size = "200G";
   a.chunk_size = "4M";
   a.prefetch = "0";
+  a.prefetch_files = "0";
   a.revalidate = "0";
   a.io_backend = "syscall";
   a.log_level = "debug";
@@ -53,6 +55,7 @@ TEST(ToMountOptions, SizesAndOptions) {
   EXPECT_EQ(o->cache.capacity_bytes, 200ull << 30);
   EXPECT_EQ(o->cache.chunk_size, 4ull << 20);
   EXPECT_EQ(o->cache.prefetch_bytes, 0u);
+  EXPECT_EQ(o->cache.dir_prefetch_files, 0u);
   EXPECT_EQ(o->cache.revalidate_seconds, 0u);
   EXPECT_EQ(o->cache.io_backend, IoBackendKind::kSyscall);
   EXPECT_EQ(o->log_level, "debug");
@@ -97,6 +100,10 @@ TEST(ToMountOptions, RefusesBadArguments) {
       {"unparsable chunk size", [](MountArgs& a) { a.chunk_size = "-1M"; }, "--chunk-size"},
       {"word revalidate", [](MountArgs& a) { a.revalidate = "soon"; }, "--revalidate soon"},
       {"unparsable prefetch", [](MountArgs& a) { a.prefetch = "x"; }, "--prefetch"},
+      {"unparsable prefetch files", [](MountArgs& a) { a.prefetch_files = "-1"; },
+       "--prefetch-files"},
+      {"too many prefetch files", [](MountArgs& a) { a.prefetch_files = "5000"; },
+       "--prefetch-files"},
       {"chunk too small", [](MountArgs& a) { a.chunk_size = "32K"; }, "--chunk-size 32K"},
       {"chunk too large", [](MountArgs& a) { a.chunk_size = "128M"; }, "--chunk-size 128M"},
       {"chunk not 4K aligned", [](MountArgs& a) { a.chunk_size = "100000"; }, "multiple of 4"},
