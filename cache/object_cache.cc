@@ -283,6 +283,20 @@ Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool 
   return opened;
 }
 
+void ObjectCacheImpl::TrimObjects() {
+  // Entries nothing else holds: the next open of their path reads its record
+  // from the index again, and sets no keep_cache (seen is lost), which only
+  // costs the kernel's pages of it. Down to 3/4, so that trims are rare.
+  for (auto it = objects_.begin();
+       it != objects_.end() && objects_.size() > options_.max_object_entries * 3 / 4;) {
+    if (it->second.version.use_count() == 1) {
+      it = objects_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, bool force,
                                                     Opener who) {
   std::lock_guard<std::mutex> stripe(
@@ -319,6 +333,7 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
                                              std::make_shared<Readahead>(readahead_budget_));
     std::lock_guard<std::mutex> l(objects_mu_);
     objects_[path] = *entry;
+    if (objects_.size() > options_.max_object_entries) TrimObjects();
     return o;
   };
   if (entry && !force && fresh(entry->rec.validated_ns) && !entry->version->changed_at_origin) {
@@ -443,6 +458,10 @@ nlohmann::json ObjectCacheImpl::Stats() {
   j["objects"] = m.objects;
   j["chunks"] = m.chunks;
   j["chunk_size"] = chunk_size_;
+  {
+    std::lock_guard<std::mutex> l(objects_mu_);
+    j["objects_in_memory"] = objects_.size();
+  }
   j["pending_drops"] = drops_pending_.load();
   j["io_backend"] = io_->Name();
   j["origin"] = origin_->Describe();

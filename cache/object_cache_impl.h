@@ -277,7 +277,12 @@ class ObjectCacheImpl final : public ObjectCache {
   // in parallel and two opens of one file do not race.
   std::array<std::mutex, 64> open_stripes_;
   std::mutex objects_mu_;
+  // The versions opened lately, by path; at most options_.max_object_entries
+  // of them that no open file uses (a million-file dataset must not keep a
+  // million entries in memory).
   std::unordered_map<std::string, ObjectEntry> objects_;  // GUARDED_BY(objects_mu_)
+  // REQUIRES: objects_mu_ held. Drops entries no open file uses.
+  void TrimObjects();
 
   // Batched access records (see RecordHit).
   std::mutex hits_mu_;

@@ -157,6 +157,29 @@ TEST_F(ObjectCacheTest, ANewProcessServesFromTheIndexWithoutTheOrigin) {
   EXPECT_EQ(cache->Stats()["chunks"], 6u);
 }
 
+TEST_F(ObjectCacheTest, KnownVersionsInMemoryAreBounded) {
+  options_.max_object_entries = 8;
+  for (int i = 0; i < 40; ++i) Put("f" + std::to_string(i), Pattern(kCs / 2 + i, i));
+  auto cache = OpenCache();
+  std::vector<ObjectCache::Opened> held;  // open files keep their entries
+  for (int i = 0; i < 3; ++i) held.push_back(cache->Open("f" + std::to_string(i), false).value());
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_EQ(ReadAll(*cache, "f" + std::to_string(i)), Pattern(kCs / 2 + i, i)) << i;
+      EXPECT_LE(cache->Stats()["objects_in_memory"].get<uint64_t>(), 8u + 1);
+    }
+  }
+  for (const auto& o : held) {
+    EXPECT_EQ(ReadRange(*cache, o, 0, kCs).size(), o.st.st_size + 0u) << "held files still read";
+  }
+  EXPECT_EQ(cache->Stats()["objects"], 40u);
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), [] {
+    uint64_t n = 0;
+    for (int i = 0; i < 40; ++i) n += kCs / 2 + i;
+    return n;
+  }()) << "a trimmed entry's chunks are still found through the index";
+}
+
 TEST_F(ObjectCacheTest, FlippedByteIsDetectedAndRefetched) {
   std::string data = Pattern(3 * kCs, 3);
   Put("a", data);

@@ -44,6 +44,11 @@ struct CacheOptions {
   uint64_t dir_prefetch_files = 16;
   uint64_t dir_prefetch_bytes = 8ull << 20;
 
+  // Files whose cached version stays known in memory after their last close
+  // (beyond it, an open reads the file's record from the index again).
+  // Default: 65536.
+  size_t max_object_entries = 65536;
+
   // Threads that fetch from the origin for prefetch and warm. Default: 4.
   int fetch_threads = 4;
 

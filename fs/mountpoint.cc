@@ -115,13 +115,20 @@ Result<std::string> PrepareMountpoint(const std::string& mountpoint) {
 
 Status CheckNesting(const std::string& origin, const std::string& mountpoint,
                     const std::string& cache_dir) {
-  struct stat st;
+  if (origin.find("://") != std::string::npos) return Status::OK();  // not a local path
   const std::filesystem::path mp = Absolute(mountpoint);
-  if (stat(origin.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && IsWithin(mp, Absolute(origin))) {
+  if (IsWithin(mp, Absolute(origin))) {
     return Status::Invalid("mountpoint '" + mountpoint + "' is inside the origin '" + origin + "'");
+  }
+  if (IsWithin(Absolute(origin), mp)) {
+    return Status::Invalid("origin '" + origin + "' is inside the mountpoint '" + mountpoint + "'");
   }
   if (!cache_dir.empty() && IsWithin(Absolute(cache_dir), mp)) {
     return Status::Invalid("cache dir '" + cache_dir + "' is inside the mountpoint '" + mountpoint +
+                           "'");
+  }
+  if (!cache_dir.empty() && IsWithin(mp, Absolute(cache_dir))) {
+    return Status::Invalid("mountpoint '" + mountpoint + "' is inside the cache dir '" + cache_dir +
                            "'");
   }
   return Status::OK();

@@ -20,8 +20,10 @@ namespace stoker {
 Result<std::string> PrepareMountpoint(const std::string& mountpoint);
 
 // Refuses a mountpoint inside the origin directory (the mount would contain
-// itself) and a cache directory inside the mountpoint (it would be hidden).
-// Paths that are not local directories are not checked.
+// itself) or the cache directory, and an origin or cache directory inside the
+// mountpoint (the daemon would read it through itself, or it would be
+// hidden). Purely by path (symlinks of what exists resolved); an origin URL
+// (s3://, http://) is not checked.
 Status CheckNesting(const std::string& origin, const std::string& mountpoint,
                     const std::string& cache_dir);
 

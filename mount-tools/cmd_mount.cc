@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "fs/mountpoint.h"
 #include "mount-tools/commands.h"
 #include "mount-tools/mountpoint.h"
 #include "util/log.h"
@@ -255,6 +256,9 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   o.origin = MakeAbsolute(args.origin);
   o.mountpoint = MakeAbsolute(args.mountpoint);
   o.cache.dir = MakeAbsolute(args.cache_dir);
+  // Before anything is created: a cache dir made inside the mountpoint
+  // would make it look non-empty, and be hidden by the mount.
+  STOKER_RETURN_IF_ERROR(CheckNesting(o.origin, o.mountpoint, o.cache.dir));
 
   STOKER_ASSIGN_OR_RETURN(o.cache.chunk_size, ParseSizeFlag("--chunk-size", args.chunk_size));
   STOKER_ASSIGN_OR_RETURN(o.cache.capacity_bytes, ParseSizeFlag("--cache-size", args.cache_size));

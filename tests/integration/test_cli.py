@@ -90,6 +90,25 @@ def test_non_empty_mountpoint(stoker_bin, paths):
     assert os.listdir(mnt) == ["something"]
 
 
+@pytest.mark.parametrize("where", ["cache_in_mountpoint", "mountpoint_in_origin",
+                                   "mountpoint_in_cache"])
+def test_overlapping_paths_are_refused_before_anything_is_made(stoker_bin, paths, where):
+    tmp, origin, mnt, cache = paths
+    if where == "cache_in_mountpoint":
+        cache = mnt / "c"
+    elif where == "mountpoint_in_origin":
+        mnt = origin / "m"
+        mnt.mkdir()
+    else:
+        cache.mkdir()
+        mnt = cache / "m"
+        mnt.mkdir()
+    before = sorted(p for p in tmp.rglob("*"))
+    r = lib.mount_cmd_fails(origin, mnt, cache)
+    assert_refused(r, mnt, ["is inside"])
+    assert sorted(p for p in tmp.rglob("*")) == before, "the refused mount created something"
+
+
 def test_cache_dir_cannot_be_created(stoker_bin, paths):
     tmp, origin, mnt, _ = paths
     blocker = tmp / "regular-file"
