@@ -343,10 +343,39 @@ Result<uint64_t> ChunkIndex::DropVersionChunks(const VersionKey& v, size_t max, 
     ++n;
   }
   STOKER_RETURN_IF_ERROR(FromRocks(it->status(), "walk index chunk records"));
-  if (*done) b.wb.Delete(DropKey(v));
+  if (*done) {
+    const std::string derived = DerivedVersionPrefix(v);
+    std::unique_ptr<rocksdb::Iterator> d(db_->NewIterator(rocksdb::ReadOptions()));
+    for (d->Seek(derived); d->Valid() && d->key().starts_with(derived); d->Next()) {
+      b.wb.Delete(d->key());
+    }
+    STOKER_RETURN_IF_ERROR(FromRocks(d->status(), "walk index derived records"));
+    b.wb.Delete(DropKey(v));
+  }
   m.usage_bytes -= std::min(m.usage_bytes, freed);
   STOKER_RETURN_IF_ERROR(Write(b, &m));
   return freed;
+}
+
+Result<std::optional<std::string>> ChunkIndex::GetDerived(const VersionKey& v,
+                                                          std::string_view name) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), DerivedKey(v, name), &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  STOKER_RETURN_IF_ERROR(FromRocks(s, "read index derived record"));
+  if (value.empty() || static_cast<uint8_t>(value[0]) != kIndexFormatVersion) {
+    return Status::Corruption("derived record of unknown format");
+  }
+  return std::optional<std::string>(value.substr(1));
+}
+
+Status ChunkIndex::PutDerived(const VersionKey& v, std::string_view name, std::string_view value) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string stored(1, static_cast<char>(kIndexFormatVersion));
+  stored.append(value);
+  Batch b;
+  b.wb.Put(DerivedKey(v, name), stored);
+  return Write(b, nullptr);
 }
 
 Result<bool> ChunkIndex::HasChunks(const VersionKey& v) {

@@ -89,6 +89,11 @@ class ChunkIndex {
   Result<uint64_t> DropVersionChunks(const VersionKey& v, size_t max, bool* done);
   Result<bool> HasChunks(const VersionKey& v);
 
+  // Derived records of a version (index_format.h): nullopt if absent. They
+  // go with the version's last chunks in DropVersionChunks.
+  Result<std::optional<std::string>> GetDerived(const VersionKey& v, std::string_view name);
+  Status PutDerived(const VersionKey& v, std::string_view name, std::string_view value);
+
   // Walks, in key order. fn returns false to stop.
   using RawFn = std::function<bool(std::string_view key, std::string_view value)>;
   Status ForEach(char prefix, const RawFn& fn);

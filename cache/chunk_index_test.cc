@@ -92,6 +92,31 @@ TEST_F(ChunkIndexTest, ObjectsGetIdsAndVersionsGetDropIntents) {
   EXPECT_EQ(idx->meta().objects, 1u);
 }
 
+TEST_F(ChunkIndexTest, DerivedRecordsGoWithTheirVersion) {
+  auto idx = OpenIndex();
+  EXPECT_FALSE(idx->GetDerived({1, 1}, "layout").value().has_value());
+  ASSERT_TRUE(idx->PutDerived({1, 1}, "layout", std::string("a\0b", 3)).ok());
+  ASSERT_TRUE(idx->PutDerived({1, 1}, "other", "x").ok());
+  ASSERT_TRUE(idx->PutDerived({1, 2}, "layout", "newer").ok());
+  ASSERT_TRUE(idx->CommitChunk({1, 1, 0}, Rec(100, 1)).ok());
+  EXPECT_EQ(idx->GetDerived({1, 1}, "layout").value(), std::string("a\0b", 3));
+  bool done = false;
+  while (!done) ASSERT_TRUE(idx->DropVersionChunks({1, 1}, 10, &done).ok());
+  EXPECT_FALSE(idx->GetDerived({1, 1}, "layout").value().has_value());
+  EXPECT_FALSE(idx->GetDerived({1, 1}, "other").value().has_value());
+  EXPECT_EQ(idx->GetDerived({1, 2}, "layout").value(), "newer");
+  // A version without chunks drops its derived records too.
+  done = false;
+  ASSERT_TRUE(idx->DropVersionChunks({1, 2}, 10, &done).ok());
+  EXPECT_TRUE(done);
+  EXPECT_FALSE(idx->GetDerived({1, 2}, "layout").value().has_value());
+  auto key = DecodeDerivedKey(DerivedKey({7, 9}, "n"));
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(key->object_id, 7u);
+  EXPECT_EQ(key->version, 9u);
+  EXPECT_FALSE(DecodeDerivedKey("x12").ok());
+}
+
 TEST_F(ChunkIndexTest, DropVersionInBatches) {
   auto idx = OpenIndex();
   for (uint64_t i = 0; i < 25; ++i) ASSERT_TRUE(idx->CommitChunk({3, 1, i}, Rec(4096, i)).ok());

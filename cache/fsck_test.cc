@@ -169,5 +169,23 @@ TEST_F(FsckTest, AnInterruptedVersionDropIsFinishedByRepair) {
   EXPECT_NE(access(Data("01/1-1").c_str(), F_OK), 0);
 }
 
+TEST_F(FsckTest, DerivedRecordsOfCurrentVersionsAreCleanOthersRepaired) {
+  {
+    auto idx = Index();
+    ObjectRecord a = idx->GetObject("a").value().value();
+    ASSERT_TRUE(idx->PutDerived({a.object_id, a.version}, "layout", "L").ok());
+    ASSERT_TRUE(idx->PutDerived({a.object_id, a.version + 5}, "layout", "stale").ok());
+  }
+  FsckReport r = Check(false);
+  EXPECT_EQ(r.bad_records, 1u) << r.ToJson().dump(1);
+  Check(true);
+  FsckReport after = Check(false);
+  EXPECT_TRUE(after.clean()) << after.ToJson().dump(1);
+  auto idx = Index();
+  ObjectRecord a = idx->GetObject("a").value().value();
+  EXPECT_EQ(idx->GetDerived({a.object_id, a.version}, "layout").value(), "L");
+  EXPECT_FALSE(idx->GetDerived({a.object_id, a.version + 5}, "layout").value().has_value());
+}
+
 }  // namespace
 }  // namespace stoker

@@ -158,6 +158,19 @@ std::string DropKey(const VersionKey& v) {
   return s;
 }
 
+std::string DerivedVersionPrefix(const VersionKey& v) {
+  std::string s(1, kDerivedPrefix);
+  PutBE64(&s, v.object_id);
+  PutBE64(&s, v.version);
+  return s;
+}
+
+std::string DerivedKey(const VersionKey& v, std::string_view name) {
+  std::string s = DerivedVersionPrefix(v);
+  s.append(name);
+  return s;
+}
+
 Result<std::string> DecodeObjectKey(std::string_view key) {
   if (key.empty() || key[0] != kObjectPrefix) return Status::Corruption("malformed object key");
   return std::string(key.substr(1));
@@ -175,6 +188,13 @@ Result<std::pair<EvictionRank, ChunkKey>> DecodeEvictOrderKey(std::string_view k
 
 Result<ChunkKey> DecodeIntentKey(std::string_view key) {
   return ParseChunkKey(key, kIntentPrefix, 0, "write intent");
+}
+
+Result<VersionKey> DecodeDerivedKey(std::string_view key) {
+  if (key.size() < 17 || key[0] != kDerivedPrefix) {
+    return Status::Corruption("malformed derived record key");
+  }
+  return VersionKey{GetBE64(key.data() + 1), GetBE64(key.data() + 9)};
 }
 
 Result<VersionKey> DecodeDropKey(std::string_view key) {

@@ -10,6 +10,9 @@
 //                                        but the chunk record is not committed
 //   "d" obj:8 ver:8                      drop intent: every chunk of this
 //                                        version is to be deleted
+//   "x" obj:8 ver:8 name                 derived record: a small value made
+//                                        from this version (a decoded view's
+//                                        layout), dropped with its chunks
 // Values begin with kIndexFormatVersion, then little-endian fixed-width
 // fields. A value that does not decode is a Corruption status, never a guess.
 // Thread-safety: pure functions.
@@ -76,6 +79,7 @@ inline constexpr char kChunkPrefix = 'c';
 inline constexpr char kEvictPrefix = 'e';
 inline constexpr char kIntentPrefix = 'w';
 inline constexpr char kDropPrefix = 'd';
+inline constexpr char kDerivedPrefix = 'x';
 
 std::string ObjectKey(std::string_view path);
 std::string ChunkRecordKey(const ChunkKey& key);
@@ -84,6 +88,8 @@ std::string EvictOrderKey(const EvictionRank& rank, const ChunkKey& key);
 std::string EvictQueuePrefix(uint8_t queue);
 std::string IntentKey(const ChunkKey& key);
 std::string DropKey(const VersionKey& v);
+std::string DerivedKey(const VersionKey& v, std::string_view name);
+std::string DerivedVersionPrefix(const VersionKey& v);  // prefix of its derived records
 
 // Decoding keys: Corruption if key is not of that kind or has the wrong size.
 Result<std::string> DecodeObjectKey(std::string_view key);
@@ -91,6 +97,8 @@ Result<ChunkKey> DecodeChunkRecordKey(std::string_view key);
 Result<std::pair<EvictionRank, ChunkKey>> DecodeEvictOrderKey(std::string_view key);
 Result<ChunkKey> DecodeIntentKey(std::string_view key);
 Result<VersionKey> DecodeDropKey(std::string_view key);
+// The version a derived record belongs to.
+Result<VersionKey> DecodeDerivedKey(std::string_view key);
 
 // Values.
 std::string EncodeMeta(const IndexMeta& m);

@@ -283,6 +283,22 @@ Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool 
   return opened;
 }
 
+Result<ObjectCache::Opened> ObjectCacheImpl::OpenForDerived(const std::string& path) {
+  return OpenAs(path, false, Opener::kBackground);
+}
+
+Result<std::optional<std::string>> ObjectCacheImpl::GetDerived(const OpenFileState& file,
+                                                               const std::string& name) {
+  return index_->GetDerived(file.version->key, name);
+}
+
+Status ObjectCacheImpl::PutDerived(const OpenFileState& file, const std::string& name,
+                                   const std::string& value) {
+  // A record put after the version's drop finished would stay behind it.
+  if (file.version->superseded) return Status::OK();
+  return index_->PutDerived(file.version->key, name, value);
+}
+
 void ObjectCacheImpl::TrimObjects() {
   // Entries nothing else holds: the next open of their path reads its record
   // from the index again, and sets no keep_cache (seen is lost), which only
@@ -299,8 +315,8 @@ void ObjectCacheImpl::TrimObjects() {
 
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, bool force,
                                                     Opener who) {
-  std::lock_guard<std::mutex> stripe(
-      open_stripes_[std::hash<std::string>()(path) % open_stripes_.size()]);
+  auto& stripes = origin_->IsDerived(path) ? derived_stripes_ : open_stripes_;
+  std::lock_guard<std::mutex> stripe(stripes[std::hash<std::string>()(path) % stripes.size()]);
   const int64_t now = RealtimeNs();
   const int64_t window = static_cast<int64_t>(options_.revalidate_seconds) * 1000000000;
   auto fresh = [&](int64_t validated) {

@@ -28,6 +28,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,20 @@ class ObjectCache {
   // Opens path for reading, revalidating its identity with the origin if the
   // last check is older than revalidate_seconds (or force_revalidate).
   virtual Result<Opened> Open(const std::string& path, bool force_revalidate) = 0;
+
+  // Opens path as the cache's own background work does (warm, prefetch):
+  // for a derived object (a decoded view) reading its source. A change
+  // found here is left for the next Open to report to fs/; no directory
+  // scan is started. keep_cache and changed are always false.
+  virtual Result<Opened> OpenForDerived(const std::string& path) = 0;
+
+  // Small values made from the version an OpenFileState reads (a view's
+  // layout), kept in the index under name and dropped with that version.
+  // Get: nullopt if none. Put on a superseded version is a no-op.
+  virtual Result<std::optional<std::string>> GetDerived(const OpenFileState& file,
+                                                        const std::string& name) = 0;
+  virtual Status PutDerived(const OpenFileState& file, const std::string& name,
+                            const std::string& value) = 0;
 
   // Reads [off, off+len) of an opened file, clipped to its size. Fills out.
   // Detects sequential access per OpenFileState and prefetches ahead.

@@ -10,7 +10,7 @@
 // warm; one evictor thread evicts, flushes batched hits, drops old versions
 // and re-measures the index; one warm thread walks directories.
 //
-// Lock order (outer first): open stripe -> objects_mu_ ; hits_mu_, bg_mu_,
+// Lock order (outer first): derived stripe -> open stripe -> objects_mu_ ; hits_mu_, bg_mu_,
 // warm_mu_ and the locks inside components are leaves.
 #pragma once
 
@@ -166,6 +166,11 @@ class ObjectCacheImpl final : public ObjectCache {
   Status Start();
 
   Result<Opened> Open(const std::string& path, bool force_revalidate) override;
+  Result<Opened> OpenForDerived(const std::string& path) override;
+  Result<std::optional<std::string>> GetDerived(const OpenFileState& file,
+                                                const std::string& name) override;
+  Status PutDerived(const OpenFileState& file, const std::string& name,
+                    const std::string& value) override;
   Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) override;
   Status Warm(const std::string& path) override;
   nlohmann::json Stats() override;
@@ -276,6 +281,9 @@ class ObjectCacheImpl final : public ObjectCache {
   // Open: one stripe per path hash, so opens of different files revalidate
   // in parallel and two opens of one file do not race.
   std::array<std::mutex, 64> open_stripes_;
+  // Derived paths (Origin::IsDerived) lock these, and may then take a plain
+  // stripe while opening their source: derived -> plain, never back.
+  std::array<std::mutex, 64> derived_stripes_;
   std::mutex objects_mu_;
   // The versions opened lately, by path; at most options_.max_object_entries
   // of them that no open file uses (a million-file dataset must not keep a

@@ -47,6 +47,10 @@ bool IsOriginUnavailable(int code);
 struct OriginDirEntry {
   std::string name;
   struct stat st;  // lstat-style attributes of the entry
+  // False: st holds only the type and inode number (a decoded view file
+  // whose size is not known without scanning its raw file); a readdirplus
+  // must not hand these attributes to the kernel.
+  bool attrs_complete = true;
 };
 
 // An open origin file. Reads are positional and thread-safe.
@@ -77,6 +81,19 @@ class Origin {
   // Extended attributes, passed through. ENOTSUP/ENODATA where none.
   virtual Result<std::string> GetXattr(const std::string& path, const std::string& name) = 0;
   virtual Result<std::vector<std::string>> ListXattr(const std::string& path) = 0;
+  // True if path's content is made from other paths of the same cache (a
+  // decoded view reads its raw file through the cache): Stat and Open of it
+  // may open those paths in the cache, so the cache locks derived paths
+  // apart from (and before) plain ones. Default: false.
+  virtual bool IsDerived(const std::string& path) const { return false; }
+  // Whether a reader may have [off, off + len) of a derived path: EIO where
+  // the range holds bytes that did not decode (a decoded view's failed
+  // records, which its data holds as zeros). fs/ asks before and after each
+  // read of a derived file (the read itself may find such a record).
+  // Default: OK.
+  virtual Status CheckRead(const std::string& path, uint64_t off, uint64_t len) {
+    return Status::OK();
+  }
 };
 
 OriginIdentity IdentityFromStat(const struct stat& st);

@@ -1,6 +1,11 @@
 #include "cache/worker_pool.h"
 
 namespace stoker {
+namespace {
+thread_local std::optional<WorkerPool::Priority> current_priority;
+}  // namespace
+
+std::optional<WorkerPool::Priority> WorkerPool::CurrentPriority() { return current_priority; }
 
 WorkerPool::WorkerPool(int threads, size_t max_low_queued)
     : max_low_(max_low_queued < 1 ? 1 : max_low_queued) {
@@ -43,6 +48,7 @@ size_t WorkerPool::queued() const {
 void WorkerPool::Run() {
   for (;;) {
     std::function<void()> fn;
+    Priority priority = Priority::kHigh;
     {
       std::unique_lock<std::mutex> l(mu_);
       work_cv_.wait(l, [&] { return stop_ || !high_.empty() || !low_.empty(); });
@@ -53,10 +59,13 @@ void WorkerPool::Run() {
       } else {
         fn = std::move(low_.front());
         low_.pop_front();
+        priority = Priority::kLow;
         space_cv_.notify_one();
       }
     }
+    current_priority = priority;
     fn();
+    current_priority.reset();
   }
 }
 

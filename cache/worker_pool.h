@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,11 @@ class WorkerPool {
   bool Submit(Priority priority, std::function<void()> fn);
   void Stop();
   size_t queued() const;
+  // The priority of the task the calling thread is running for some pool;
+  // nullopt on threads that are not running a pool task (a reader's own
+  // thread). Lets work done inside a task (decoding a view for a prefetch
+  // or a warm) queue behind work a reader waits for.
+  static std::optional<Priority> CurrentPriority();
 
  private:
   void Run();

@@ -1,7 +1,9 @@
 // ControlFiles: the virtual MOUNTPOINT/.stoker directory, where a running
-// mount shows what it thinks. Today it holds stats.json (read-only, 0444): the
+// mount shows what it thinks. It holds stats.json (read-only, 0444): the
 // cache's counters (ObjectCache::Stats) plus fs-level fields, as one JSON
-// object followed by a newline.
+// object followed by a newline; and errors (0444): the records and files the
+// decoded views could not decode, one "FILE: offset N: message" line each
+// (empty without views).
 //
 // .stoker is reached by lookup from the root but not listed by readdir of the
 // root, so the mount shows the origin's tree exactly. If the origin has its own
@@ -10,8 +12,8 @@
 //
 // Virtual nodes have fixed ids below InodeTable's first dynamic id; lookups of
 // them are not counted (forget of them is a no-op). Their st_ino values sit at
-// the top of the 64-bit range, away from any origin inode number. stats.json
-// reports size 0 and is opened direct_io: each open takes one snapshot, and
+// the top of the 64-bit range, away from any origin inode number. stats.json and errors
+// report size 0 and are opened direct_io: each open takes one snapshot, and
 // reads are served from it, so a reader sees one consistent document.
 //
 // Thread-safety: all methods are thread-safe; the stats source is called
@@ -37,13 +39,16 @@ class ControlFiles {
  public:
   static constexpr uint64_t kDirId = 2;
   static constexpr uint64_t kStatsId = 3;
+  static constexpr uint64_t kErrorsId = 4;
   // First id InodeTable may hand out.
   static constexpr uint64_t kFirstDynamicId = 16;
   static constexpr std::string_view kDirName = ".stoker";
   static constexpr std::string_view kStatsName = "stats.json";
+  static constexpr std::string_view kErrorsName = "errors";
 
   using StatsSource = std::function<nlohmann::json()>;
-  explicit ControlFiles(StatsSource stats);
+  using ErrorsSource = std::function<std::string()>;
+  explicit ControlFiles(StatsSource stats, ErrorsSource errors = {});
 
   static bool IsVirtual(uint64_t id) { return id > 1 && id < kFirstDynamicId; }
   // True if (parent, name) names a virtual node; *id is set then.
@@ -59,6 +64,7 @@ class ControlFiles {
 
  private:
   StatsSource stats_;
+  ErrorsSource errors_;
   const time_t created_;
   const uid_t uid_;
   const gid_t gid_;

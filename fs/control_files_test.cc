@@ -24,8 +24,9 @@ TEST(ControlFilesTest, AttributesAreReadOnly) {
   EXPECT_TRUE(S_ISREG(f.st_mode));
   EXPECT_EQ(f.st_mode & 0777, 0444u);
   EXPECT_NE(d.st_ino, f.st_ino);
-  ASSERT_EQ(c.List(ControlFiles::kDirId).size(), 1u);
+  ASSERT_EQ(c.List(ControlFiles::kDirId).size(), 2u);
   EXPECT_EQ(c.List(ControlFiles::kDirId)[0].name, "stats.json");
+  EXPECT_EQ(c.List(ControlFiles::kDirId)[1].name, "errors");
 }
 
 TEST(ControlFilesTest, SnapshotIsTheStatsJson) {

@@ -72,6 +72,10 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, f
           ep.attr_timeout = ep.entry_timeout = fs.timeout;
           if (h->is_virtual) {
             ep.ino = *fs.control->Lookup(h->dir_id, e.name);
+          } else if (!e.attrs_complete) {
+            // No node id: the kernel keeps only the name and looks the
+            // entry up (which computes its size) when it is stat'ed.
+            ep.attr_timeout = ep.entry_timeout = 0;
           } else {
             Result<uint64_t> id = fs.inodes.Lookup(h->dir_id, e.name, e.st);
             if (!id.ok()) {
@@ -86,7 +90,7 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, f
         if (need > room) {
           // Did not fit: the kernel will not see this entry, so it holds no
           // lookup on it.
-          if (!h->is_virtual && i >= 2) {
+          if (!h->is_virtual && i >= 2 && e.attrs_complete) {
             fs.inodes.Forget(counted.back(), 1);
             counted.pop_back();
           }

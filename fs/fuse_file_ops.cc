@@ -67,6 +67,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         return;
       }
       h->file = std::move(opened->file);
+      if (fs.origin->IsDerived(*path)) h->derived_path = *path;
       fi->keep_cache = opened->keep_cache ? 1 : 0;
       // Attributes and other opens' pages of this inode are stale. Not from
       // here: the kernel may hold the inode's locks until we reply.
@@ -94,8 +95,21 @@ void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_
       reply.Buf(h->content.data() + start, n);
       return;
     }
+    if (!h->derived_path.empty()) {
+      // A decoded view's bytes that did not decode are zeros in the cache.
+      Status ok = fs.origin->CheckRead(h->derived_path, static_cast<uint64_t>(off), size);
+      if (!ok.ok()) {
+        reply.Err(ErrnoFor(ok));
+        return;
+      }
+    }
     ReadReply data;
     Status st = fs.cache->Read(*h->file, static_cast<uint64_t>(off), size, &data);
+    if (st.ok() && !h->derived_path.empty()) {
+      // Again: this very read may have found (and zeroed) a record that
+      // does not decode.
+      st = fs.origin->CheckRead(h->derived_path, static_cast<uint64_t>(off), size);
+    }
     if (!st.ok()) {
       reply.Err(ErrnoFor(st));
       return;

@@ -11,6 +11,13 @@
 // are answered with the descriptors it returns, spliced, never copied here.
 // Everything that would change the tree or a file fails with EROFS.
 //
+// Decoded views need nothing special here: with --view, the origin fs/ and
+// the cache see is a ViewNamespace (decode/view_namespace.h), so ".NAME/..."
+// paths are ordinary entries and cached files. The one difference: a view
+// file whose size is not known yet is listed without attributes
+// (OriginDirEntry::attrs_complete), and readdirplus hands it out without a
+// node id, so the kernel looks it up (which lays it out) when it is stat'ed.
+//
 // Ownership: FsContext is owned by RunMount and outlives the session. Open
 // file and directory handles are heap objects whose address is fi->fh; they
 // are also tracked here so that handles the kernel never released (a lazy
@@ -41,6 +48,7 @@ namespace stoker {
 
 struct FileHandle {
   std::shared_ptr<OpenFileState> file;  // origin files
+  std::string derived_path;             // set for derived files: Origin::CheckRead each read
   std::string content;                  // virtual files: the snapshot taken at open
   bool is_virtual = false;
 };

@@ -18,6 +18,7 @@
 
 #include "cache/object_cache.h"
 #include "cache/origin.h"
+#include "decode/view_namespace.h"
 #include "fs/control_files.h"
 #include "fs/control_requests.h"
 #include "fs/control_socket.h"
@@ -211,10 +212,15 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
 Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
   const auto started = std::chrono::steady_clock::now();
   STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, PrepareMountpoint(options.mountpoint));
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> origin, MakeOrigin(options.origin));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin, MakeOrigin(options.origin));
   STOKER_RETURN_IF_ERROR(CheckNesting(options.origin, mountpoint, options.cache.dir));
+  // With views, fs/ and the cache both see the ViewNamespace over the origin.
+  STOKER_ASSIGN_OR_RETURN(ViewMount views,
+                          MakeViewMount(raw_origin, options.views, options.decode_pool));
+  const std::shared_ptr<Origin> origin = views.origin;
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
                           ObjectCache::Open(options.cache, origin));
+  views.Attach(cache.get());
 
   FsContext* fs_ptr = nullptr;  // the stats source needs the context it lives in
   const std::string control_socket = options.cache.dir + "/control.sock";
@@ -229,6 +235,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
     j["uptime_seconds"] =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
             .count();
+    if (!views.views.empty()) j.update(views.Stats());
     if (fs_ptr != nullptr) {
       j["open_files"] = fs_ptr->files.size();
       j["open_dirs"] = fs_ptr->dirs.size();
@@ -236,7 +243,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
     }
     return j;
   };
-  ControlFiles control(stats);
+  ControlFiles control(stats, [&views] { return views.stats->errors.Text(); });
   auto fs = std::make_unique<FsContext>(cache.get(), origin.get(), &control,
                                         static_cast<double>(options.cache.revalidate_seconds),
                                         MaxReadFrom(options.fuse_options));
@@ -268,6 +275,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
   fs->dirs.Clear();
   fs_ptr = nullptr;
   cache.reset();  // stops the cache's threads, flushes the index
+  if (views.pool) views.pool->Stop();
   if (st.ok()) LOG_INFO("unmounted {}", mountpoint);
   return st;
 }

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cache/options.h"
+#include "decode/decode_pool.h"
+#include "decode/view_options.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -22,6 +24,11 @@ struct MountOptions {
   // Worker threads of the FUSE loop. Default: 0 = libfuse's default (10 idle max).
   int fuse_threads = 0;
   std::string log_level = "info";
+  // Decoded views (--view NAME[:OPTIONS]), each shown at MOUNTPOINT/.NAME.
+  // Default: none. A name colliding with an origin root entry fails the mount.
+  std::vector<ViewSpec> views;
+  // Threads that decode for the views. Default: the core count.
+  DecodePoolOptions decode_pool;
   // If >= 0, RunMount writes one line here once the mount is live ("ok\n") or
   // could not be made ("error: <why>\n"), then closes it. The CLI's parent
   // process waits on this to return.

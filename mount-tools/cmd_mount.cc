@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "fs/mountpoint.h"
 #include "mount-tools/commands.h"
@@ -305,6 +306,18 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   }
   o.log_level = args.log_level;
   o.fuse_options = SplitFuseOptions(args.fuse_options);
+  std::set<std::string> view_names;
+  for (const std::string& v : args.views) {
+    Result<ViewSpec> spec = ParseViewSpec(v);
+    if (!spec.ok()) return Status::Invalid("--view " + v + ": " + spec.status().message());
+    if (spec->name == "stoker") {
+      return Status::Invalid("--view " + v + ": .stoker is the mount's control directory");
+    }
+    if (!view_names.insert(spec->name).second) {
+      return Status::Invalid("--view " + v + ": a view named '" + spec->name + "' is given twice");
+    }
+    o.views.push_back(std::move(spec).value());
+  }
   return o;
 }
 
@@ -344,6 +357,11 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--log-level", args->log_level, "error, warn, info or debug")
       ->capture_default_str();
+  app->add_option("--view", args->views,
+                  "Show MOUNTPOINT/.NAME with TFRecord and JPEG files decoded: NAME[:OPTIONS], "
+                  "options channels=0|1|3,dct=fast|accurate,feature=KEY,on_error=fail|skip; "
+                  "repeatable")
+      ->allow_extra_args(false);
   app->add_option("--log-file", args->log_file,
                   "Log here instead of CACHE_DIR/stoker.log (or stderr with --foreground)");
   return {

@@ -114,6 +114,33 @@ std::string FormatStats(const nlohmann::json& s) {
   }
   rows.emplace_back("warm", warm);
   rows.emplace_back("io backend", Text(s, "io_backend"));
+  if (s.contains("views")) {
+    std::string names;
+    for (const auto& v : s["views"]) {
+      if (!names.empty()) names += ", ";
+      names += v.is_string() ? v.get<std::string>() : "?";
+    }
+    rows.emplace_back("views", names.empty() ? "-" : names);
+    rows.emplace_back("view records", Number(s, "view_records_decoded") + " decoded, " +
+                                          Number(s, "view_images_decoded") + " images (.npy), " +
+                                          Size(s, "view_decoded_bytes"));
+    rows.emplace_back("view layouts", Number(s, "view_layouts_computed") + " computed, " +
+                                          Number(s, "view_layouts_loaded") + " loaded");
+    rows.emplace_back("view raw reads", Size(s, "view_raw_bytes_read") + " (in bytes read)");
+    rows.emplace_back("view errors", Number(s, "view_errors") + " (" +
+                                         Number(s, "view_failed_reads") +
+                                         " failed reads; see .stoker/errors)");
+    std::string rate = "-";
+    if (auto it = s.find("decode_images_per_second"); it != s.end() && it->is_number()) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.1f", it->get<double>());
+      rate = buf;
+    }
+    rows.emplace_back("decode queue", Number(s, "decode_queue_depth") + " queued, " +
+                                          Number(s, "decode_running") + " running on " +
+                                          Number(s, "decode_threads") + " threads, " + rate +
+                                          " images/s (last 10 s)");
+  }
 
   size_t width = 0;
   for (const auto& r : rows) width = std::max(width, r.first.size());

@@ -3,6 +3,7 @@
 // Returns once the daemon has queued it; progress shows in `stoker stat`.
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <memory>
 
@@ -13,11 +14,34 @@
 namespace stoker {
 namespace {
 
-Status WarmOne(const std::string& path) {
+// The view's counterpart of rel (a path of the raw tree): ".NAME/rel", or
+// ".NAME/rel.npy" where the view shows a JPEG under that name.
+Result<std::string> ViewPath(const std::string& root, const std::string& rel,
+                             const std::string& view) {
+  const std::string dir = "." + view;
+  struct stat st;
+  if (::stat((root + "/" + dir).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::NotFound("the mount at '" + root + "' has no view '" + view + "'");
+  }
+  if (rel.empty()) return dir;
+  const std::string in_view = dir + "/" + rel;
+  if (::stat((root + "/" + in_view).c_str(), &st) == 0) return in_view;
+  if (::stat((root + "/" + in_view + ".npy").c_str(), &st) == 0) return in_view + ".npy";
+  return Status::NotFound("'" + rel + "' is not in view '" + view + "'");
+}
+
+Status WarmOne(const std::string& path, const std::string& view) {
   STOKER_ASSIGN_OR_RETURN(std::string root, FindMountRoot(path));
   char resolved[PATH_MAX];
   if (realpath(path.c_str(), resolved) == nullptr) return Status::FromErrno("'" + path + "'");
   std::string rel = RelativeToRoot(root, resolved);
+  if (!view.empty()) {
+    auto in_view = ViewPath(root, rel, view);
+    if (!in_view.ok())
+      return Status::Error(in_view.status().code(),
+                           "warm '" + path + "': " + in_view.status().message());
+    rel = *in_view;
+  }
   STOKER_ASSIGN_OR_RETURN(StatsFile stats, ReadStatsFile(root));
   auto it = stats.json.find("cache_dir");
   if (it == stats.json.end() || !it->is_string()) {
@@ -37,7 +61,6 @@ Status WarmOne(const std::string& path) {
 }  // namespace
 
 nlohmann::json WarmRequest(const std::string& rel_path) {
-  // A later `--view decoded` adds a "view" member here.
   return {{"op", "warm"}, {"path", rel_path}};
 }
 
@@ -55,15 +78,18 @@ Status ParseControlReply(const nlohmann::json& j) {
 Subcommand AddWarmCommand(CLI::App& root) {
   struct Args {
     std::vector<std::string> paths;
+    std::string view;
   };
   auto args = std::make_shared<Args>();
   CLI::App* app = root.add_subcommand(
       "warm", "Pull files or directories under a mount into the cache, in the background");
   app->add_option("PATH", args->paths, "Files or directories under a stoker mount")->required();
+  app->add_option("--view", args->view,
+                  "Warm the decoded view NAME of the PATHs (decode them in the background)");
   return {app, [args] {
             int rc = kExitOk;
             for (const auto& path : args->paths) {
-              if (Status st = WarmOne(path); !st.ok()) {
+              if (Status st = WarmOne(path, args->view); !st.ok()) {
                 PrintError(st.message());
                 rc = kExitFailure;
               }

@@ -62,6 +62,7 @@ struct MountArgs {
   std::string log_level = "info";
   std::string log_file;
   bool foreground = false;
+  std::vector<std::string> views;  // --view NAME[:OPTIONS], repeatable
 };
 
 // Chunk sizes the cache accepts: a multiple of 4096 in [64 KiB, 64 MiB].

@@ -60,6 +60,31 @@ TEST(FormatStats, PrintsEveryRowForPeople) {
   EXPECT_EQ(Row(t, "io backend"), "io_uring");
 }
 
+TEST(FormatStats, ViewRowsOnlyWithViews) {
+  EXPECT_EQ(Row(FormatStats(nlohmann::json::object()), "views"), "");
+  nlohmann::json s = {{"views", {"decoded", "small"}},
+                      {"view_records_decoded", 1200},
+                      {"view_images_decoded", 30},
+                      {"view_decoded_bytes", 3ull << 30},
+                      {"view_layouts_computed", 4},
+                      {"view_layouts_loaded", 2},
+                      {"view_errors", 3},
+                      {"view_failed_reads", 1},
+                      {"decode_queue_depth", 17},
+                      {"decode_running", 2},
+                      {"decode_threads", 2},
+                      {"decode_images_per_second", 812.25},
+                      {"view_raw_bytes_read", 5ull << 20}};
+  std::string t = FormatStats(s);
+  EXPECT_EQ(Row(t, "views"), "decoded, small");
+  EXPECT_EQ(Row(t, "view records"), "1200 decoded, 30 images (.npy), 3.00 GiB");
+  EXPECT_EQ(Row(t, "view layouts"), "4 computed, 2 loaded");
+  EXPECT_EQ(Row(t, "view raw reads"), "5.00 MiB (in bytes read)");
+  EXPECT_EQ(Row(t, "view errors"), "3 (1 failed reads; see .stoker/errors)");
+  EXPECT_EQ(Row(t, "decode queue"),
+            "17 queued, 2 running on 2 threads, 812.2 images/s (last 10 s)");
+}
+
 TEST(FormatStats, MissingFieldsAndNothingReadPrintDashes) {
   std::string t = FormatStats(nlohmann::json{{"bytes_read", 0}, {"cache_hit_bytes", 0}});
   EXPECT_EQ(Row(t, "origin"), "-");

@@ -187,5 +187,37 @@ TEST_F(MountCommandParse, ExtraPositionalIsAParseError) {
   EXPECT_THROW(Parse({"mount", "/o", "/m", "/x", "--cache", "/c"}), CLI::ParseError);
 }
 
+TEST(ToMountOptions, ViewsAreParsedAndChecked) {
+  MountArgs a = Args();
+  a.views = {"decoded", "small:channels=3,dct=accurate,on_error=skip"};
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  ASSERT_EQ(o->views.size(), 2u);
+  EXPECT_EQ(o->views[0].name, "decoded");
+  EXPECT_EQ(o->views[1].name, "small");
+  EXPECT_EQ(o->views[1].options.decode.channels, 3);
+  EXPECT_EQ(o->views[1].options.decode.dct, DctMethod::kAccurate);
+  EXPECT_EQ(o->views[1].options.on_error, OnError::kSkip);
+  for (auto [spec, why] : std::vector<std::pair<std::string, std::string>>{
+           {"x:channels=2", "--view x:channels=2: view option channels"},
+           {"x:bogus=1", "unknown view option 'bogus'"},
+           {"", "not a plain file name"},
+           {"stoker", ".stoker is the mount's control directory"}}) {
+    a.views = {spec};
+    auto bad = ToMountOptions(a);
+    ASSERT_FALSE(bad.ok()) << spec;
+    EXPECT_EQ(bad.status().code(), EINVAL);
+    EXPECT_NE(bad.status().message().find(why), std::string::npos) << bad.status().message();
+  }
+  a.views = {"d", "d:dct=accurate"};
+  EXPECT_NE(ToMountOptions(a).status().message().find("given twice"), std::string::npos);
+}
+
+TEST_F(MountCommandParse, ViewIsRepeatable) {
+  Parse({"mount", "/o", "/m", "--cache", "/c", "--view", "decoded", "--view", "b:dct=accurate"});
+  EXPECT_EQ(mount_.app->get_option("--view")->as<std::vector<std::string>>(),
+            (std::vector<std::string>{"decoded", "b:dct=accurate"}));
+}
+
 }  // namespace
 }  // namespace stoker

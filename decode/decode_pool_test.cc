@@ -1,0 +1,118 @@
+#include "decode/decode_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "decode/cpu_jpeg_decoder.h"
+
+namespace stoker {
+namespace {
+
+std::shared_ptr<JpegDecoder> Decoder() { return std::shared_ptr<JpegDecoder>(NewCpuJpegDecoder()); }
+
+TEST(DecodePoolTest, ThreadsDefaultToTheCoreCount) {
+  DecodePool pool(Decoder());
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  EXPECT_EQ(pool.threads(), cores > 0 ? cores : 1);
+}
+
+TEST(DecodePoolTest, RunAllReturnsEveryStatusInOrder) {
+  DecodePool pool(Decoder(), DecodePoolOptions{3});
+  std::vector<DecodePool::Job> jobs;
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 50; ++i) {
+    jobs.push_back([i, &ran] {
+      ran++;
+      return i % 7 == 0 ? Status::Corruption("job " + std::to_string(i)) : Status::OK();
+    });
+  }
+  std::vector<Status> st = pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  ASSERT_EQ(st.size(), 50u);
+  EXPECT_EQ(ran.load(), 50);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(st[i].ok(), i % 7 != 0) << i;
+    if (!st[i].ok()) {
+      EXPECT_EQ(st[i].message(), "job " + std::to_string(i));
+    }
+  }
+  EXPECT_TRUE(pool.RunAll(DecodePriority::kWarm, {}).empty());
+  EXPECT_EQ(pool.queued(), 0u);
+}
+
+// With the one thread busy, queued work runs reader first, then readahead,
+// then warm, whatever the order it was queued in.
+TEST(DecodePoolTest, HigherPriorityRunsFirst) {
+  DecodePool pool(Decoder(), DecodePoolOptions{1});
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  bool blocking = false;
+  std::vector<std::string> order;
+  std::thread blocker([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      std::unique_lock<std::mutex> l(mu);
+      blocking = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return blocking; });
+  }
+  auto submit = [&](DecodePriority p, const char* name) {
+    return std::thread([&pool, &mu, &order, p, name] {
+      std::vector<DecodePool::Job> jobs;
+      jobs.push_back([&mu, &order, name] {
+        std::lock_guard<std::mutex> l(mu);
+        order.push_back(name);
+        return Status::OK();
+      });
+      (void)pool.RunAll(p, std::move(jobs));
+    });
+  };
+  std::thread warm = submit(DecodePriority::kWarm, "warm");
+  while (pool.queued() < 1) std::this_thread::yield();
+  std::thread ahead = submit(DecodePriority::kReadahead, "readahead");
+  while (pool.queued() < 2) std::this_thread::yield();
+  std::thread reader = submit(DecodePriority::kReader, "reader");
+  while (pool.queued() < 3) std::this_thread::yield();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread* t : {&blocker, &warm, &ahead, &reader}) t->join();
+  EXPECT_EQ(order, (std::vector<std::string>{"reader", "readahead", "warm"}));
+}
+
+TEST(DecodePoolTest, StopCancelsWhatIsQueued) {
+  auto pool = std::make_unique<DecodePool>(Decoder(), DecodePoolOptions{1});
+  pool->Stop();
+  std::vector<DecodePool::Job> jobs;
+  jobs.push_back([] { return Status::OK(); });
+  std::vector<Status> st = pool->RunAll(DecodePriority::kReader, std::move(jobs));
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].code(), ECANCELED);
+}
+
+TEST(DecodePoolTest, AJobThatRunsOutOfMemoryFailsAlone) {
+  DecodePool pool(Decoder(), DecodePoolOptions{2});
+  std::vector<DecodePool::Job> jobs;
+  jobs.push_back([]() -> Status { throw std::bad_alloc(); });
+  jobs.push_back([] { return Status::OK(); });
+  std::vector<Status> st = pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  EXPECT_EQ(st[0].code(), ENOMEM);
+  EXPECT_TRUE(st[1].ok());
+}
+
+}  // namespace
+}  // namespace stoker

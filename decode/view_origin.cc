@@ -1,0 +1,684 @@
+#include "decode/view_origin.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <system_error>
+#include <thread>
+
+#include "cache/worker_pool.h"
+#include "decode/cached_byte_source.h"
+#include "decode/jpeg_probe.h"
+#include "decode/tfrecord.h"
+#include "decode/view_producer.h"
+#include "util/log.h"
+
+namespace stoker {
+namespace {
+
+constexpr size_t kHeadBytes = 4096;
+// Raw files remembered; past this the memory starts over (a re-stat then
+// re-reads a head, or a layout from the index).
+constexpr size_t kMaxKnown = size_t{1} << 17;
+// Produced records an open view file keeps for the next read (the record a
+// cache chunk boundary cuts through is produced once, not twice).
+constexpr size_t kKeptRecords = 4;
+constexpr uint64_t kKeptBytes = 64ull << 20;
+// A JPEG file is decoded whole, from memory: larger ones do not decode.
+constexpr uint64_t kMaxJpegFileBytes = 1ull << 30;
+constexpr std::string_view kNpySuffix = ".npy";
+// Threads that recognise the files of one big directory listing.
+constexpr size_t kReadDirThreads = 8;
+
+// The raw origin's file as a ByteSource (for content sniffing only).
+class OriginByteSource final : public ByteSource {
+ public:
+  OriginByteSource(OriginFile* file, uint64_t size) : file_(file), size_(size) {}
+  uint64_t size() const override { return size_; }
+  Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {
+    if (off >= size_) return size_t{0};
+    return file_->ReadAt(buf, std::min<uint64_t>(len, size_ - off), off);
+  }
+
+ private:
+  OriginFile* file_;
+  uint64_t size_;
+};
+
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Not the data's fault: passed through to the reader as it is. (ENOMEM is
+// the data's: a JPEG over the decoder's memory limit.)
+bool IsWorldError(int code) {
+  return IsOriginUnavailable(code) || code == ECANCELED || code == EACCES || code == EPERM ||
+         code == ENOENT;
+}
+
+DecodePriority CurrentDecodePriority() {
+  std::optional<WorkerPool::Priority> p = WorkerPool::CurrentPriority();
+  if (!p) return DecodePriority::kReader;
+  return *p == WorkerPool::Priority::kHigh ? DecodePriority::kReadahead : DecodePriority::kWarm;
+}
+
+TfRecordCompression CompressionOf(RawViewKind kind) {
+  switch (kind) {
+    case RawViewKind::kGzipTfRecord:
+      return TfRecordCompression::kGzip;
+    case RawViewKind::kZlibTfRecord:
+      return TfRecordCompression::kZlib;
+    default:
+      return TfRecordCompression::kNone;
+  }
+}
+
+bool IsTfRecordKind(RawViewKind k) {
+  return k == RawViewKind::kTfRecord || k == RawViewKind::kGzipTfRecord ||
+         k == RawViewKind::kZlibTfRecord;
+}
+
+// One open view file: produces the bytes of [off, off + len) from the raw
+// file (read through the cache) by decoding the records the range covers.
+class ViewFile final : public OriginFile {
+ public:
+  struct Parts {
+    ObjectCache* cache = nullptr;
+    ObjectCache::Opened raw;
+    std::shared_ptr<const ViewLayout> layout;
+    ViewOptions options;
+    RawViewKind kind = RawViewKind::kNone;
+    OriginIdentity identity;
+    std::shared_ptr<DecodePool> pool;
+    std::shared_ptr<ViewStats> stats;
+    std::string view_path;        // as the mount shows it, for messages
+    ViewOrigin* owner = nullptr;  // outlives every ViewFile (view_namespace.h)
+    std::string raw_path;
+  };
+  explicit ViewFile(Parts p)
+      : p_(std::move(p)),
+        src_(p_.cache, p_.raw.file, static_cast<uint64_t>(p_.raw.st.st_size),
+             &p_.stats->counters.raw_bytes_read) {}
+
+  Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {
+    const ViewLayout& l = *p_.layout;
+    if (off >= l.size || len == 0) return size_t{0};
+    len = static_cast<size_t>(std::min<uint64_t>(len, l.size - off));
+    Status s = l.kind == ViewKind::kNpy ? ReadNpy(static_cast<char*>(buf), len, off)
+                                        : ReadTfRecord(static_cast<char*>(buf), len, off);
+    if (!s.ok()) {
+      p_.stats->counters.failed_reads++;
+      return s;
+    }
+    return len;
+  }
+  Result<OriginIdentity> Identity() override { return p_.identity; }
+
+ private:
+  // A production failure of data that laid out fine (a JPEG corrupt past
+  // its header, a raw record that changed): listed, and EIO to the reader.
+  Status DataError(uint64_t in_offset, const Status& why) {
+    if (IsWorldError(why.code())) return why;
+    if (p_.stats->errors.Add(p_.view_path, in_offset, why.message())) {
+      p_.stats->counters.errors++;
+    }
+    return Status::IOError(p_.view_path + ": offset " + std::to_string(in_offset) +
+                           " does not decode: " + why.message());
+  }
+  static constexpr size_t kWholeFile = SIZE_MAX;
+  Status MarkFailed(size_t record, const Status& why) {
+    Status s = p_.owner->MarkFailed(p_.raw_path, p_.raw, p_.kind, *p_.layout, record, why);
+    if (!s.ok()) LOG_WARN("recording that '{}' does not decode: {}", p_.view_path, s.message());
+    return s;
+  }
+
+  Status ReadNpy(char* buf, size_t len, uint64_t off) {
+    const ViewLayout& l = *p_.layout;
+    if (l.npy_failed()) {
+      std::memset(buf, 0, len);  // CheckRead refuses every range of it
+      return Status::OK();
+    }
+    std::shared_ptr<const std::string> image;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      image = npy_;
+    }
+    if (!image) {
+      if (src_.size() > kMaxJpegFileBytes) {
+        return DataError(0, Status::Error(EFBIG, "jpeg file of " + std::to_string(src_.size()) +
+                                                     " bytes is too large to decode"));
+      }
+      std::string jpeg(src_.size(), '\0');
+      STOKER_RETURN_IF_ERROR(ReadExactly(src_, jpeg.data(), jpeg.size(), 0, "jpeg"));
+      auto out = std::make_shared<std::string>(l.size, '\0');
+      std::vector<DecodePool::Job> jobs;
+      jobs.push_back([&] {
+        return ProduceNpyView(l, jpeg, p_.options, p_.pool->decoder(),
+                              reinterpret_cast<uint8_t*>(out->data()), out->size());
+      });
+      std::vector<Status> st = p_.pool->RunAll(CurrentDecodePriority(), std::move(jobs));
+      if (!st[0].ok()) {
+        Status e = DataError(0, st[0]);
+        if (IsWorldError(st[0].code()) || !MarkFailed(kWholeFile, st[0]).ok()) return e;
+        std::memset(buf, 0, len);  // failed for good: CheckRead refuses it from now on
+        return Status::OK();
+      }
+      p_.stats->counters.images_decoded++;
+      p_.stats->counters.decoded_bytes += out->size();
+      image = out;
+    }
+    std::memcpy(buf, image->data() + off, len);
+    std::lock_guard<std::mutex> g(mu_);
+    // Kept for the next piece of this image, until a read reaches its end.
+    npy_ = off + len >= l.size ? nullptr : image;
+    return Status::OK();
+  }
+
+  // The raw payloads of records idx (ascending), CRCs checked.
+  Status RawPayloads(const std::vector<size_t>& idx, std::vector<std::string>* out) {
+    const ViewLayout& l = *p_.layout;
+    out->assign(idx.size(), std::string());
+    const TfRecordCompression c = CompressionOf(p_.kind);
+    if (c == TfRecordCompression::kNone) {
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const ViewRecord& r = l.records[idx[k]];
+        auto payload = ReadTfRecordAt(src_, r.in_offset);
+        if (!payload.ok()) return DataError(r.in_offset, payload.status());
+        (*out)[k] = std::move(payload).value();
+      }
+      return Status::OK();
+    }
+    // A compressed stream reads only from its start; a sequential reader
+    // goes on from where the previous read of this file stopped.
+    std::lock_guard<std::mutex> g(z_mu_);
+    if (!z_ || l.records[idx[0]].in_offset < z_next_) {
+      z_ = std::make_unique<CompressedTfRecordReader>(&src_, c);
+      z_next_ = 0;
+    }
+    TfRecordExtent extent;
+    std::string payload;
+    size_t k = 0;
+    while (k < idx.size()) {
+      auto got = z_->Next(&extent, &payload);
+      const uint64_t want = l.records[idx[k]].in_offset;
+      if (!got.ok()) {
+        if (!z_->framing_intact() || extent.offset == want) {
+          z_.reset();
+          return DataError(want, got.status());
+        }
+        z_next_ = extent.end();
+        continue;
+      }
+      if (!*got) {
+        z_.reset();
+        return DataError(want, Status::Corruption("compressed TFRecord ended early"));
+      }
+      z_next_ = extent.end();
+      if (extent.offset == want) (*out)[k++] = std::move(payload);
+    }
+    return Status::OK();
+  }
+
+  Status ReadTfRecord(char* buf, size_t len, uint64_t off) {
+    const ViewLayout& l = *p_.layout;
+    auto [first, last] = l.RecordsOverlapping(off, len);
+    std::vector<std::shared_ptr<const std::string>> produced(last - first);
+    std::vector<size_t> need;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      for (size_t i = first; i < last; ++i) {
+        if (l.records[i].kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
+        auto it = kept_.find(i);
+        if (it != kept_.end()) {
+          produced[i - first] = it->second;
+        } else {
+          need.push_back(i);
+        }
+      }
+    }
+    if (!need.empty()) {
+      std::vector<std::string> payloads;
+      STOKER_RETURN_IF_ERROR(RawPayloads(need, &payloads));
+      std::vector<std::shared_ptr<std::string>> outs(need.size());
+      std::vector<DecodePool::Job> jobs;
+      for (size_t k = 0; k < need.size(); ++k) {
+        const ViewRecord* r = &l.records[need[k]];
+        outs[k] = std::make_shared<std::string>(r->out_size, '\0');
+        jobs.push_back([this, &payloads, &outs, k, r] {
+          return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, p_.pool->decoder(),
+                                           reinterpret_cast<uint8_t*>(outs[k]->data()),
+                                           outs[k]->size());
+        });
+      }
+      std::vector<Status> st = p_.pool->RunAll(CurrentDecodePriority(), std::move(jobs));
+      for (size_t k = 0; k < need.size(); ++k) {
+        if (!st[k].ok()) {
+          // Its neighbours in this chunk stay readable: the record reads as
+          // zeros here, and its layout entry becomes kFailed (so EIO) first.
+          Status e = DataError(l.records[need[k]].in_offset, st[k]);
+          if (IsWorldError(st[k].code()) || !MarkFailed(need[k], st[k]).ok()) return e;
+          continue;
+        }
+        p_.stats->counters.records_decoded++;
+        p_.stats->counters.decoded_bytes += outs[k]->size();
+        produced[need[k] - first] = outs[k];
+      }
+    }
+    const uint64_t end = off + len;
+    std::lock_guard<std::mutex> g(mu_);
+    for (size_t i = first; i < last; ++i) {
+      const ViewRecord& r = l.records[i];
+      const uint64_t a = std::max(off, r.out_offset);
+      const uint64_t b = std::min(end, r.out_end());
+      if (r.kind == ViewRecordKind::kFailed || produced[i - first] == nullptr) {
+        std::memset(buf + (a - off), 0, b - a);
+        continue;
+      }
+      std::memcpy(buf + (a - off), produced[i - first]->data() + (a - r.out_offset), b - a);
+      // Cut by the end of this read: the next read (the next chunk) wants it.
+      if (r.out_end() > end && r.out_size <= kKeptBytes) {
+        kept_[i] = produced[i - first];
+      } else {
+        kept_.erase(i);
+      }
+    }
+    uint64_t kept_bytes = 0;
+    for (const auto& [idx, bytes] : kept_) kept_bytes += bytes->size();
+    while (!kept_.empty() && (kept_.size() > kKeptRecords || kept_bytes > kKeptBytes)) {
+      kept_bytes -= kept_.begin()->second->size();
+      kept_.erase(kept_.begin());
+    }
+    return Status::OK();
+  }
+
+  const Parts p_;
+  CachedByteSource src_;
+  std::mutex mu_;
+  std::map<size_t, std::shared_ptr<const std::string>> kept_;  // GUARDED_BY(mu_)
+  std::shared_ptr<const std::string> npy_;                     // GUARDED_BY(mu_)
+  // Compressed files: where the last read's inflating stopped.
+  std::mutex z_mu_;
+  std::unique_ptr<CompressedTfRecordReader> z_;  // GUARDED_BY(z_mu_)
+  uint64_t z_next_ = 0;                          // GUARDED_BY(z_mu_): next frame's offset
+};
+
+}  // namespace
+
+RawViewKind ClassifyRawFile(std::string_view name, std::string_view head, ByteSource& src) {
+  const auto* h = reinterpret_cast<const uint8_t*>(head.data());
+  if (LooksLikeJpeg(h, head.size())) return RawViewKind::kJpeg;
+  if (head.size() >= kTfRecordHeaderSize && IsTfRecord(h, head.size(), src.size())) {
+    return RawViewKind::kTfRecord;
+  }
+  const TfRecordCompression c = CompressionFromName(name);
+  if (c != TfRecordCompression::kNone && SniffCompression(h, head.size()) == c &&
+      IsCompressedTfRecord(src, c)) {
+    return c == TfRecordCompression::kGzip ? RawViewKind::kGzipTfRecord
+                                           : RawViewKind::kZlibTfRecord;
+  }
+  return RawViewKind::kNone;
+}
+
+struct ViewOrigin::Resolved {
+  bool is_dir = false;
+  std::string raw_path;
+  RawViewKind kind = RawViewKind::kNone;
+  std::optional<ObjectCache::Opened> raw;
+  std::shared_ptr<const ViewLayout> layout;
+  struct stat st {};
+};
+
+ViewOrigin::ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin> raw,
+                       std::shared_ptr<DecodePool> pool, std::shared_ptr<ViewStats> stats)
+    : spec_(std::move(spec)),
+      prefix_(std::move(prefix)),
+      raw_(std::move(raw)),
+      pool_(std::move(pool)),
+      stats_(std::move(stats)),
+      fingerprint_(spec_.options.Fingerprint(pool_->decoder().name())),
+      dev_((Fnv1a(spec_.name + "\n" + fingerprint_) | (uint64_t{1} << 63))) {}
+
+ViewOrigin::~ViewOrigin() = default;
+
+void ViewOrigin::Attach(ObjectCache* cache) { cache_ = cache; }
+
+std::string ViewOrigin::Describe() const {
+  return "view " + spec_.name + " of " + raw_->Describe();
+}
+
+struct stat ViewOrigin::ViewStat(const struct stat& raw_st, uint64_t size) const {
+  struct stat st = raw_st;
+  st.st_dev = static_cast<dev_t>(dev_);
+  // Not the raw file's number: tar, rsync -H and du would take a view file
+  // for a hard link of its raw file. Bit 62 keeps it away from the origin's
+  // numbers; the top of the range belongs to .stoker.
+  std::string key = std::to_string(dev_) + ":" + std::to_string(raw_st.st_ino);
+  st.st_ino = static_cast<ino_t>((Fnv1a(key) & ((uint64_t{1} << 62) - 1)) | (uint64_t{1} << 62));
+  st.st_mode &= ~static_cast<mode_t>(0222);
+  if (S_ISREG(st.st_mode)) {
+    st.st_size = static_cast<off_t>(size);
+    st.st_blocks = static_cast<blkcnt_t>((size + 511) / 512);
+    st.st_nlink = 1;
+  }
+  return st;
+}
+
+std::string ViewOrigin::LayoutName(RawViewKind kind) const {
+  return "view-layout;kind=" + std::to_string(static_cast<int>(kind)) + ";" + fingerprint_;
+}
+
+std::shared_ptr<const ViewLayout> ViewOrigin::KnownLayout(const std::string& raw_path,
+                                                          const OriginIdentity& id) {
+  std::lock_guard<std::mutex> l(known_mu_);
+  auto it = known_.find(raw_path);
+  if (it == known_.end() || !(it->second.identity == id)) return nullptr;
+  return it->second.layout;
+}
+
+void ViewOrigin::Remember(const std::string& raw_path, Known k) {
+  std::lock_guard<std::mutex> l(known_mu_);
+  if (known_.size() >= kMaxKnown && known_.find(raw_path) == known_.end()) known_.clear();
+  known_[raw_path] = std::move(k);
+}
+
+Result<RawViewKind> ViewOrigin::KindOf(const std::string& raw_path, const struct stat& raw_st) {
+  const OriginIdentity id = IdentityFromStat(raw_st);
+  {
+    std::lock_guard<std::mutex> l(known_mu_);
+    auto it = known_.find(raw_path);
+    if (it != known_.end() && it->second.identity == id) return it->second.kind;
+  }
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<OriginFile> file, raw_->Open(raw_path));
+  const uint64_t size = static_cast<uint64_t>(raw_st.st_size);
+  std::string head(std::min<uint64_t>(size, kHeadBytes), '\0');
+  OriginByteSource src(file.get(), size);
+  STOKER_RETURN_IF_ERROR(ReadExactly(src, head.data(), head.size(), 0, "file head"));
+  RawViewKind kind = ClassifyRawFile(BaseName(raw_path), head, src);
+  if (kind == RawViewKind::kJpeg && spec_.options.on_error == OnError::kSkip) {
+    // Left out of the view if its header is bad. ENODATA with more of the
+    // file to read: decided by the layout, which reads more.
+    auto info =
+        ProbeJpeg(reinterpret_cast<const uint8_t*>(head.data()), head.size(), spec_.options.probe);
+    Result<ImageShape> shape = info.ok() ? OutputShape(*info, spec_.options.decode) : info.status();
+    if (!shape.ok() && (shape.status().code() != ENODATA || head.size() == size)) {
+      kind = RawViewKind::kNone;
+      const std::string shown = prefix_ + "/" + raw_path + std::string(kNpySuffix);
+      if (stats_->errors.Add(shown, 0, shape.status().message())) stats_->counters.errors++;
+    }
+  }
+  Remember(raw_path, Known{id, kind, nullptr});
+  return kind;
+}
+
+Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string& raw_path,
+                                                               const std::string& view_path,
+                                                               RawViewKind kind,
+                                                               const ObjectCache::Opened& raw) {
+  const OriginIdentity id = IdentityFromStat(raw.st);
+  if (auto known = KnownLayout(raw_path, id)) return known;
+  std::lock_guard<std::mutex> stripe(
+      layout_stripes_[std::hash<std::string>()(raw_path) % layout_stripes_.size()]);
+  if (auto known = KnownLayout(raw_path, id)) return known;
+
+  const std::string shown = prefix_ + "/" + view_path;
+  const std::string name = LayoutName(kind);
+  std::shared_ptr<const ViewLayout> layout;
+  auto stored = cache_->GetDerived(*raw.file, name);
+  if (stored.ok() && *stored) {
+    auto decoded = DecodeViewLayout(**stored);
+    if (decoded.ok() && decoded->fingerprint == fingerprint_ && decoded->source_size == id.size) {
+      layout = std::make_shared<const ViewLayout>(std::move(decoded).value());
+      stats_->counters.layouts_loaded++;
+    } else {
+      LOG_WARN("stored layout of '{}' is unusable ({}); laying it out again", shown,
+               decoded.ok() ? "made for other options" : decoded.status().message());
+    }
+  } else if (!stored.ok()) {
+    LOG_WARN("reading the stored layout of '{}': {}", shown, stored.status().message());
+  }
+  if (!layout) {
+    CachedByteSource src(cache_, raw.file, id.size, &stats_->counters.raw_bytes_read);
+    const std::string decoder = pool_->decoder().name();
+    Result<ViewLayout> made =
+        kind == RawViewKind::kJpeg
+            ? LayoutJpegNpyView(src, spec_.options, decoder)
+            : LayoutTfRecordView(src, CompressionOf(kind), spec_.options, decoder);
+    if (!made.ok()) {
+      if (IsWorldError(made.status().code())) return made.status();
+      // on_error=skip and the JPEG does not decode: out of the view.
+      if (stats_->errors.Add(shown, 0, made.status().message())) stats_->counters.errors++;
+      Remember(raw_path, Known{id, RawViewKind::kNone, nullptr});
+      return Status::NotFound("'" + shown + "' does not decode and is skipped");
+    }
+    stats_->counters.layouts_computed++;
+    layout = std::make_shared<const ViewLayout>(std::move(made).value());
+    Status put = cache_->PutDerived(*raw.file, name, EncodeViewLayout(*layout));
+    if (!put.ok()) LOG_WARN("storing the layout of '{}': {}", shown, put.message());
+  }
+  for (const ViewError& e : layout->errors) {
+    if (stats_->errors.Add(shown, e.in_offset, e.message)) stats_->counters.errors++;
+  }
+  Remember(raw_path, Known{id, kind, layout});
+  return layout;
+}
+
+Result<ViewOrigin::Resolved> ViewOrigin::Resolve(const std::string& path) {
+  STOKER_CHECK(cache_ != nullptr, "a view origin used before Attach");
+  Resolved r;
+  Result<struct stat> st = raw_->Stat(path);
+  if (!st.ok() && st.status().code() != ENOENT) return st.status();
+  if (st.ok() && S_ISDIR(st->st_mode)) {
+    r.is_dir = true;
+    r.raw_path = path;
+    r.st = ViewStat(*st, 0);
+    return r;
+  }
+  if (EndsWith(path, kNpySuffix)) {
+    const std::string raw_path = path.substr(0, path.size() - kNpySuffix.size());
+    Result<struct stat> rs = raw_->Stat(raw_path);
+    if (rs.ok() && S_ISREG(rs->st_mode)) {
+      STOKER_ASSIGN_OR_RETURN(RawViewKind kind, KindOf(raw_path, *rs));
+      if (kind == RawViewKind::kJpeg) {
+        r.raw_path = raw_path;
+        r.kind = kind;
+      }
+    } else if (!rs.ok() && rs.status().code() != ENOENT) {
+      return rs.status();
+    }
+  }
+  if (r.kind == RawViewKind::kNone && st.ok() && S_ISREG(st->st_mode)) {
+    STOKER_ASSIGN_OR_RETURN(RawViewKind kind, KindOf(path, *st));
+    if (IsTfRecordKind(kind)) {
+      r.raw_path = path;
+      r.kind = kind;
+    }
+  }
+  if (r.kind == RawViewKind::kNone) {
+    return Status::NotFound("'" + prefix_ + "/" + path + "' is not in the view");
+  }
+  STOKER_ASSIGN_OR_RETURN(ObjectCache::Opened raw, cache_->OpenForDerived(r.raw_path));
+  STOKER_ASSIGN_OR_RETURN(r.layout, LayoutOf(r.raw_path, path, r.kind, raw));
+  r.st = ViewStat(raw.st, r.layout->size);
+  r.raw = std::move(raw);
+  return r;
+}
+
+Result<struct stat> ViewOrigin::Stat(const std::string& path) {
+  STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path));
+  return r.st;
+}
+
+Status ViewOrigin::ReadDir(const std::string& path,
+                           const std::function<bool(const OriginDirEntry&)>& fn) {
+  std::vector<OriginDirEntry> raw_entries;
+  STOKER_RETURN_IF_ERROR(raw_->ReadDir(path, [&](const OriginDirEntry& e) {
+    if (S_ISDIR(e.st.st_mode) || S_ISREG(e.st.st_mode)) raw_entries.push_back(e);
+    return true;
+  }));
+  // Recognising a file not seen before reads its head at the origin: over a
+  // NAS that is a round trip per file, so a big directory does it in parallel.
+  std::vector<Result<RawViewKind>> kinds(raw_entries.size(), RawViewKind::kNone);
+  std::atomic<size_t> next{0};
+  auto classify = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < raw_entries.size();) {
+      const OriginDirEntry& e = raw_entries[i];
+      if (S_ISREG(e.st.st_mode)) kinds[i] = KindOf(Join(path, e.name), e.st);
+    }
+  };
+  std::vector<std::thread> helpers;
+  const size_t want = std::min<size_t>(kReadDirThreads - 1, raw_entries.size() / 64);
+  for (size_t t = 0; t < want; ++t) {
+    try {
+      helpers.emplace_back(classify);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: this one does it all
+    }
+  }
+  classify();
+  for (std::thread& t : helpers) t.join();
+
+  std::set<std::string> names;
+  for (size_t i = 0; i < raw_entries.size(); ++i) {
+    const OriginDirEntry& e = raw_entries[i];
+    OriginDirEntry out;
+    if (S_ISDIR(e.st.st_mode)) {
+      out.name = e.name;
+      out.st = ViewStat(e.st, 0);
+    } else {
+      const std::string raw_path = Join(path, e.name);
+      const Result<RawViewKind>& kind = kinds[i];
+      if (!kind.ok()) {
+        LOG_DEBUG("view {}: leaving '{}' out of a listing: {}", spec_.name, raw_path,
+                  kind.status().message());
+        continue;
+      }
+      if (*kind == RawViewKind::kNone) continue;
+      out.name = *kind == RawViewKind::kJpeg ? e.name + std::string(kNpySuffix) : e.name;
+      auto layout = KnownLayout(raw_path, IdentityFromStat(e.st));
+      out.st = ViewStat(e.st, layout ? layout->size : 0);
+      out.attrs_complete = layout != nullptr;
+    }
+    if (!names.insert(out.name).second) continue;
+    if (!fn(out)) break;
+  }
+  return Status::OK();
+}
+
+Status ViewOrigin::MarkFailed(const std::string& raw_path, const ObjectCache::Opened& raw,
+                              RawViewKind kind, const ViewLayout& made_from, size_t record,
+                              const Status& why) {
+  const OriginIdentity id = IdentityFromStat(raw.st);
+  std::lock_guard<std::mutex> stripe(
+      layout_stripes_[std::hash<std::string>()(raw_path) % layout_stripes_.size()]);
+  std::shared_ptr<const ViewLayout> base = KnownLayout(raw_path, id);
+  ViewLayout l = base ? *base : made_from;
+  if (l.kind == ViewKind::kNpy) {
+    if (l.npy_failed()) return Status::OK();
+    ViewRecord r;
+    r.kind = ViewRecordKind::kFailed;
+    r.in_size = l.source_size;
+    r.out_size = l.size;
+    l.records = {r};
+  } else {
+    if (record >= l.records.size()) return Status::Invalid("no such view record");
+    ViewRecord& r = l.records[record];
+    if (r.kind == ViewRecordKind::kFailed) return Status::OK();
+    r.kind = ViewRecordKind::kFailed;
+    r.prefix_size = 0;
+    r.shape = ImageShape{};
+  }
+  const uint64_t in_offset = l.kind == ViewKind::kNpy ? 0 : l.records[record].in_offset;
+  l.errors.push_back({in_offset, why.code(), why.message()});
+  // Stored before any zero of it reaches the cache: the index never says a
+  // record is good whose bytes the cache holds as zeros.
+  STOKER_RETURN_IF_ERROR(cache_->PutDerived(*raw.file, LayoutName(kind), EncodeViewLayout(l)));
+  Remember(raw_path, Known{id, kind, std::make_shared<const ViewLayout>(std::move(l))});
+  return Status::OK();
+}
+
+std::shared_ptr<const ViewLayout> ViewOrigin::LatestLayout(const std::string& path) {
+  std::lock_guard<std::mutex> l(known_mu_);
+  if (EndsWith(path, kNpySuffix)) {
+    auto it = known_.find(path.substr(0, path.size() - kNpySuffix.size()));
+    if (it != known_.end() && it->second.kind == RawViewKind::kJpeg) return it->second.layout;
+  }
+  auto it = known_.find(path);
+  if (it != known_.end() && IsTfRecordKind(it->second.kind)) return it->second.layout;
+  return nullptr;
+}
+
+Status ViewOrigin::CheckRead(const std::string& path, uint64_t off, uint64_t len) {
+  std::shared_ptr<const ViewLayout> layout = LatestLayout(path);
+  if (!layout) {
+    STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path));
+    layout = r.layout;
+    if (!layout) return Status::OK();  // a directory
+  }
+  auto fail = [&](uint64_t in_offset) {
+    stats_->counters.failed_reads++;
+    return Status::IOError(prefix_ + "/" + path + ": raw offset " + std::to_string(in_offset) +
+                           " does not decode (see .stoker/errors)");
+  };
+  if (layout->npy_failed()) return len > 0 && off < layout->size ? fail(0) : Status::OK();
+  if (layout->kind == ViewKind::kNpy) return Status::OK();
+  auto [first, last] = layout->RecordsOverlapping(off, len);
+  for (size_t i = first; i < last; ++i) {
+    if (layout->records[i].kind == ViewRecordKind::kFailed) {
+      return fail(layout->records[i].in_offset);
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::string> ViewOrigin::ReadLink(const std::string& path) {
+  return Status::Invalid("views hold no symlinks");
+}
+
+Result<std::unique_ptr<OriginFile>> ViewOrigin::Open(const std::string& path) {
+  STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path));
+  if (r.is_dir) return Status::Error(EISDIR, "'" + prefix_ + "/" + path + "' is a directory");
+  ViewFile::Parts p;
+  p.cache = cache_;
+  p.raw = std::move(*r.raw);
+  p.layout = r.layout;
+  p.options = spec_.options;
+  p.kind = r.kind;
+  p.identity = IdentityFromStat(r.st);
+  p.pool = pool_;
+  p.stats = stats_;
+  p.view_path = prefix_ + "/" + path;
+  p.owner = this;
+  p.raw_path = r.raw_path;
+  return std::unique_ptr<OriginFile>(std::make_unique<ViewFile>(std::move(p)));
+}
+
+Result<std::string> ViewOrigin::GetXattr(const std::string& path, const std::string& name) {
+  return Status::Error(ENODATA, "view files have no extended attributes");
+}
+
+Result<std::vector<std::string>> ViewOrigin::ListXattr(const std::string& path) {
+  return std::vector<std::string>{};
+}
+
+}  // namespace stoker

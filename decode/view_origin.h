@@ -1,0 +1,140 @@
+// ViewOrigin: one decoded view (--view NAME[:OPTIONS]) as an Origin whose
+// files hold decoded bytes, so that the ObjectCache caches decoded output
+// exactly as it caches raw data (chunks, checksums, quota, eviction, fsck,
+// crash rules, collapsed misses, prefetch, warm).
+//
+// Paths are relative to the view's root (ViewNamespace strips ".NAME/") and
+// mirror the raw origin's tree:
+//  - a directory is the raw directory;
+//  - a TFRecord file (by content: its first frame's length CRC checks out;
+//    GZIP/ZLIB by name suffix and content) keeps its name and reads as the
+//    rewritten TFRecord of view_layout.h;
+//  - a JPEG file X (by content: FF D8 FF) appears as X.npy;
+//  - everything else (other files, symlinks, devices) is left out: ENOENT.
+// ReadDir recognises files by their first 4 KiB, read from the raw origin
+// (not the cache, so a listing never pulls whole chunks), remembered per
+// raw identity; an entry whose layout is not known yet comes without its
+// size (attrs_complete = false), so listing never scans raw files. Stat and
+// Open lay the file out: the raw file is opened in the cache
+// (ObjectCache::OpenForDerived) and its layout read from the index
+// (ObjectCache::GetDerived, keyed by the view's fingerprint) or computed by
+// one scan of the raw file through the cache and stored there. Concurrent
+// stats of one file scan it once.
+//
+// Attributes of a view entry are the raw entry's with st_dev set to the
+// view's device number (a hash of its name and fingerprint, top bit set),
+// st_ino a hash of that and the raw inode number (bit 62 set: never the raw
+// file's, so tools do not take a view file for a hard link of its raw file),
+// st_size the layout's size and write bits cleared. The cache's identity of
+// a view file is therefore the raw file's identity plus the view's options:
+// a changed raw file, or other options, is a new version of the view file.
+//
+// Reading: an open view file decodes exactly the records a read covers, on
+// the DecodePool, at the priority of whoever reads (a reader's thread:
+// kReader; the cache's prefetch: kReadahead; warm: kWarm). A record or file
+// the layout marks kFailed reads as zeros here, so that the cache chunk it
+// shares with good records can still be made and cached; CheckRead (which
+// fs/ calls before every read) answers EIO for any range that touches it.
+// A record that laid out but fails to decode (its entropy data is corrupt or
+// truncated) becomes kFailed the same way (MarkFailed), under both on_error
+// settings: its size was already given out, so it cannot be left out. Every
+// failure is counted and listed in ViewStats.
+//
+// Thread-safety: all methods are thread-safe. Attach must be called once,
+// before the first Stat/Open of a file; the cache must outlive every call.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cache/object_cache.h"
+#include "cache/origin.h"
+#include "decode/decode_pool.h"
+#include "decode/tfrecord_compressed.h"
+#include "decode/view_layout.h"
+#include "decode/view_options.h"
+#include "decode/view_stats.h"
+
+namespace stoker {
+
+// How a raw file is seen by a view.
+enum class RawViewKind { kNone, kTfRecord, kGzipTfRecord, kZlibTfRecord, kJpeg };
+
+// Recognises a raw file from its first bytes (head, up to 4 KiB) and name.
+// src reads the whole raw file (only compressed TFRecords need more than
+// the head to be told apart).
+RawViewKind ClassifyRawFile(std::string_view name, std::string_view head, ByteSource& src);
+
+class ViewOrigin final : public Origin {
+ public:
+  // raw: the real origin. prefix: where the view appears in the mount
+  // (".decoded"), for messages and the error list.
+  ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin> raw,
+             std::shared_ptr<DecodePool> pool, std::shared_ptr<ViewStats> stats);
+  ~ViewOrigin() override;
+
+  void Attach(ObjectCache* cache);
+  const ViewSpec& spec() const { return spec_; }
+  uint64_t device() const { return dev_; }
+
+  std::string Describe() const override;
+  Result<struct stat> Stat(const std::string& path) override;
+  Status ReadDir(const std::string& path,
+                 const std::function<bool(const OriginDirEntry&)>& fn) override;
+  Result<std::string> ReadLink(const std::string& path) override;
+  Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override;
+  Result<std::string> GetXattr(const std::string& path, const std::string& name) override;
+  Result<std::vector<std::string>> ListXattr(const std::string& path) override;
+  bool IsDerived(const std::string& path) const override { return true; }
+  Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override;
+
+  // A record (or, for .npy, the file: record == SIZE_MAX) that laid out but
+  // does not decode: its layout entry becomes kFailed, in the index and in
+  // memory, so that CheckRead refuses its range from now on (its bytes are
+  // zeros in the cache). made_from: the layout the caller produced from;
+  // why: the decode error, kept in the layout's error list.
+  Status MarkFailed(const std::string& raw_path, const ObjectCache::Opened& raw, RawViewKind kind,
+                    const ViewLayout& made_from, size_t record, const Status& why);
+
+ private:
+  struct Resolved;
+  struct Known {
+    OriginIdentity identity;
+    RawViewKind kind = RawViewKind::kNone;
+    std::shared_ptr<const ViewLayout> layout;  // null until laid out
+  };
+  // The raw file behind a view path, opened in the cache and laid out (or
+  // the raw directory).
+  Result<Resolved> Resolve(const std::string& path);
+  Result<RawViewKind> KindOf(const std::string& raw_path, const struct stat& raw_st);
+  Result<std::shared_ptr<const ViewLayout>> LayoutOf(const std::string& raw_path,
+                                                     const std::string& view_path, RawViewKind kind,
+                                                     const ObjectCache::Opened& raw);
+  struct stat ViewStat(const struct stat& raw_st, uint64_t size) const;
+  std::string LayoutName(RawViewKind kind) const;
+  std::shared_ptr<const ViewLayout> KnownLayout(const std::string& raw_path,
+                                                const OriginIdentity& id);
+  // The latest layout known for the view file at path, or null.
+  std::shared_ptr<const ViewLayout> LatestLayout(const std::string& path);
+  void Remember(const std::string& raw_path, Known k);
+
+  const ViewSpec spec_;
+  const std::string prefix_;
+  const std::shared_ptr<Origin> raw_;
+  const std::shared_ptr<DecodePool> pool_;
+  const std::shared_ptr<ViewStats> stats_;
+  const std::string fingerprint_;
+  const uint64_t dev_;
+  ObjectCache* cache_ = nullptr;  // set by Attach before any file is served
+
+  // What this process knows of raw files, by raw path.
+  mutable std::mutex known_mu_;
+  std::unordered_map<std::string, Known> known_;  // GUARDED_BY(known_mu_)
+  // Held while laying out a file: concurrent stats of it scan once.
+  std::array<std::mutex, 64> layout_stripes_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,115 @@
+"""TensorFlow as the real client of a mount and its decoded views (issue 3).
+
+Skipped where tensorflow (tensorflow-cpu from PyPI) is not installed.
+ 1. TFRecordDataset over the raw paths yields exactly the origin's records,
+    also with num_parallel_reads and interleave.
+ 2. Over the decoded view, decode_raw + reshape equals tf.io.decode_jpeg of
+    the raw record bit for bit: default settings, and
+    dct_method='INTEGER_ACCURATE' against dct=accurate; colour and gray.
+ 3. np.load of .npy views equals tf.io.decode_jpeg of the original files.
+ 4. A dataset with bad records: on_error=skip yields the good ones only;
+    on_error=fail makes TensorFlow's read fail.
+"""
+
+import io
+import os
+
+import pytest
+
+np = pytest.importorskip("numpy")
+pytest.importorskip("PIL")
+tf = pytest.importorskip("tensorflow")
+
+import stoker_testlib as lib  # noqa: E402
+import view_data as vd  # noqa: E402
+from test_views import bad_origin, images, make_shard, read, view_args  # noqa: E402,F401
+
+FEATURES = {
+    "image/encoded": tf.io.FixedLenFeature([], tf.string),
+    "image/height": tf.io.FixedLenFeature([], tf.int64),
+    "image/width": tf.io.FixedLenFeature([], tf.int64),
+    "image/channels": tf.io.FixedLenFeature([], tf.int64),
+    "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+}
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    root = tmp_path / "origin"
+    (root / "train").mkdir(parents=True)
+    jpegs = images()
+    for i in range(4):
+        img = vd.make_image(150 + 7 * i, 100 + 5 * i, "L" if i % 2 else "RGB", seed=50 + i)
+        jpegs[f"extra{i}.jpg"] = vd.jpeg_bytes(img, quality=80, subsampling=i % 3)
+    for name, data in jpegs.items():
+        (root / "train" / name).write_bytes(data)
+    names = sorted(jpegs)
+    make_shard(root / "train" / "shard-0", {n: jpegs[n] for n in names[:5]})
+    make_shard(root / "train" / "shard-1", {n: jpegs[n] for n in names[5:]})
+    return root, jpegs
+
+
+def records(paths, **kw):
+    return [r.numpy() for r in tf.data.TFRecordDataset([str(p) for p in paths], **kw)]
+
+
+def test_raw_tfrecords_through_the_mount(mounts, dataset):
+    root, _ = dataset
+    m = mounts.make(root, args=view_args("decoded"))
+    shards = [m.mnt / "train" / "shard-0", m.mnt / "train" / "shard-1"]
+    want = []
+    for s in ("shard-0", "shard-1"):
+        want += vd.read_tfrecords((root / "train" / s).read_bytes())
+    assert lib.with_deadline(records, shards) == want
+    got = lib.with_deadline(records, shards, num_parallel_reads=2)
+    assert sorted(got) == sorted(want)
+    ds = tf.data.Dataset.from_tensor_slices([str(p) for p in shards]).interleave(
+        tf.data.TFRecordDataset, cycle_length=2, num_parallel_calls=2)
+    assert sorted(lib.with_deadline(lambda: [r.numpy() for r in ds])) == sorted(want)
+
+
+@pytest.mark.parametrize("view,dct_method", [("decoded", ""),
+                                             ("acc:dct=accurate", "INTEGER_ACCURATE")])
+def test_view_pixels_equal_decode_jpeg(mounts, dataset, view, dct_method):
+    root, _ = dataset
+    m = mounts.make(root, args=view_args(view))
+    name = "." + view.split(":")[0]
+    for shard in ("shard-0", "shard-1"):
+        raw = records([m.mnt / "train" / shard])
+        decoded = records([m.mnt / name / "train" / shard])
+        assert len(raw) == len(decoded)
+        for r, d in zip(raw, decoded):
+            rf = tf.io.parse_single_example(r, {"image/encoded": FEATURES["image/encoded"],
+                                                "image/class/label": FEATURES["image/class/label"]})
+            want = tf.io.decode_jpeg(rf["image/encoded"], dct_method=dct_method).numpy()
+            f = tf.io.parse_single_example(d, FEATURES)
+            img = tf.reshape(tf.io.decode_raw(f["image/encoded"], tf.uint8),
+                             tf.stack([f["image/height"], f["image/width"],
+                                       f["image/channels"]])).numpy()
+            assert img.shape == want.shape
+            assert np.array_equal(img, want)
+            assert int(f["image/class/label"]) == int(rf["image/class/label"])
+
+
+def test_npy_equals_decode_jpeg(mounts, dataset):
+    root, jpegs = dataset
+    m = mounts.make(root, args=view_args("decoded", "acc:dct=accurate"))
+    for name, jpeg in jpegs.items():
+        for view, method in ((".decoded", ""), (".acc", "INTEGER_ACCURATE")):
+            got = np.load(io.BytesIO(read(m.mnt / view / "train" / (name + ".npy"))))
+            want = tf.io.decode_jpeg(jpeg, dct_method=method).numpy()
+            assert np.array_equal(got, want), (view, name)
+
+
+def test_bad_records_skip_and_fail(mounts, bad_origin):  # noqa: F811
+    root, _ = bad_origin
+    m = mounts.make(root, args=view_args("skip:on_error=skip", "fail:on_error=fail"))
+    good = records([m.mnt / ".skip" / "shard"])
+    assert len(good) == 2
+    for d in good:
+        f = tf.io.parse_single_example(d, FEATURES)
+        n = int(f["image/height"]) * int(f["image/width"]) * int(f["image/channels"])
+        assert tf.io.decode_raw(f["image/encoded"], tf.uint8).shape[0] == n
+    with pytest.raises(tf.errors.OpError):
+        records([m.mnt / ".fail" / "shard"])
+    assert lib.pid_alive(m.pid)
