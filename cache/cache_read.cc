@@ -145,7 +145,7 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
       for (const auto& [idx, sum] : to_check) {
         ChunkKey k{v->key.object_id, v->key.version, idx};
         resident_->Unpin(k);
-        DropBadChunk(k);
+        DropBadChunk(k, /*force=*/true);
         missing.push_back(idx);
       }
       to_check.clear();

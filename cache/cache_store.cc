@@ -3,6 +3,8 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "cache/object_cache_impl.h"
 #include "util/checksum.h"
@@ -46,8 +48,16 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
     KickEvictor();
     return false;
   }
+  // A latch on this chunk is a drop of its bad predecessor (or an eviction)
+  // in progress, which is short: wait for it rather than leave the fresh
+  // bytes uncached.
   bool verified = false;
-  if (!resident_->TryPin(key, &verified)) {
+  bool pinned = resident_->TryPin(key, &verified);
+  for (int i = 0; !pinned && i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    pinned = resident_->TryPin(key, &verified);
+  }
+  if (!pinned) {
     quota_.Release(alloc);
     return false;
   }
@@ -62,7 +72,26 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   };
   auto existing = index_->GetChunk(key);
   if (!existing.ok()) return done(false, false);
-  if (verified || *existing) return done(false, true);
+  if (verified) return done(false, true);
+  if (*existing) {
+    // A record this process has not verified: its bytes may be bad ones that
+    // a reader found and could not drop yet (we were pinning). Ours are good
+    // and match it: put them in place and mark the chunk verified, which
+    // makes that reader's drop a no-op.
+    if ((*existing)->len == bytes.len &&
+        (*existing)->xxh3 == ChunkChecksum(bytes.data.get(), bytes.len)) {
+      auto file = store_->BeginWrite(v->key, [&] { return v->superseded.load(); });
+      if (file.ok()) {
+        if (io_->Write((*file)->fd(), bytes.data.get(), bytes.len,
+                       static_cast<off_t>(ChunkOffset(chunk_size_, idx)))
+                .ok()) {
+          resident_->MarkVerified(key);
+        }
+        store_->EndWrite(v->key);
+      }
+    }
+    return done(false, true);
+  }
 
   auto file = store_->BeginWrite(v->key, [&] { return v->superseded.load(); });
   if (!file.ok()) {
@@ -171,9 +200,9 @@ bool ObjectCacheImpl::IsCached(const ChunkKey& key) {
   return rec.ok() && rec->has_value();
 }
 
-void ObjectCacheImpl::DropBadChunk(const ChunkKey& key) {
+void ObjectCacheImpl::DropBadChunk(const ChunkKey& key, bool force) {
   // Another reader still pinning it will drop it, or the next one will.
-  if (!resident_->TryLatchForEvict(key)) return;
+  if (!(force ? resident_->TryLatchForEvict(key) : resident_->TryLatchForDrop(key))) return;
   auto file = store_->Get(key.version_key(), false);
   if (file.ok())
     (void)ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);

@@ -242,7 +242,9 @@ class ObjectCacheImpl final : public ObjectCache {
   // Present (in the index or verified here)?
   bool IsCached(const ChunkKey& key);
   // Drops a chunk found corrupt or without data (takes its latch).
-  void DropBadChunk(const ChunkKey& key);
+  // Unless verified meanwhile (good bytes written since), or even then with
+  // force (its data file is gone).
+  void DropBadChunk(const ChunkKey& key, bool force = false);
 
   // cache_background.cc
   void RecordHit(const ChunkKey& key);

@@ -50,6 +50,18 @@ bool ResidentChunks::TryLatchForEvict(const ChunkKey& key) {
   return true;
 }
 
+bool ResidentChunks::TryLatchForDrop(const ChunkKey& key) {
+  Shard& s = ShardOf(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  auto it = s.map.find(key);
+  if (it != s.map.end() && (it->second.pins > 0 || it->second.latched || it->second.verified)) {
+    return false;
+  }
+  State& st = s.map[key];
+  st.latched = true;
+  return true;
+}
+
 void ResidentChunks::ReleaseLatch(const ChunkKey& key) {
   Shard& s = ShardOf(key);
   std::lock_guard<std::mutex> l(s.mu);

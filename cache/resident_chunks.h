@@ -31,6 +31,9 @@ class ResidentChunks {
   void MarkVerified(const ChunkKey& key);
   // Takes key for eviction or a drop: fails while pinned or held already.
   bool TryLatchForEvict(const ChunkKey& key);
+  // The same, and fails if the chunk is verified: a drop decided on a check
+  // that found it bad must not take good bytes written since.
+  bool TryLatchForDrop(const ChunkKey& key);
   // REQUIRES: a latch taken by TryLatchForEvict.
   void ReleaseLatch(const ChunkKey& key);
   // Forgets the verified bits of a dropped version.
