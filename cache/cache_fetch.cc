@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "cache/direct_io.h"
 #include "cache/object_cache_impl.h"
 #include "util/log.h"
 
@@ -120,9 +121,12 @@ Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,
   };
   auto file = origin.Get();
   if (!file.ok()) return origin_error(file.status());
-  std::shared_ptr<char[]> buf(new char[total]);
+  // Aligned, so that the origin can read it direct and the cache write it
+  // direct (cache/direct_io.h): each chunk of a run starts at a multiple of
+  // the chunk size.
+  std::shared_ptr<char[]> buf = AllocAligned(total);
   counters_.origin_reads++;
-  auto got = (*file)->ReadAt(buf.get(), total, ChunkOffset(chunk_size_, first));
+  auto got = (*file)->ReadAtAligned(buf.get(), total, ChunkOffset(chunk_size_, first));
   if (!got.ok()) return origin_error(got.status());
   counters_.origin_bytes_read += *got;
   // What was read must be the version this file state stands for, or one

@@ -100,10 +100,17 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
   auto keep = std::make_unique<PinKeepalive>();
   keep->resident = resident_;
   std::vector<char> from_fd(span.count, 0);
+  std::vector<ChunkBytes> mem(span.count);
   std::vector<uint64_t> missing;
   std::vector<uint64_t> unverified;
   for (uint64_t c = 0; c < span.count; ++c) {
     uint64_t idx = span.first + c;
+    // Fetched ahead of us and still in memory: the data file may not have
+    // it in the page cache (it is written direct), so memory is cheaper.
+    if (auto held = f.readahead->Get(idx)) {
+      mem[c] = *held;
+      continue;
+    }
     ChunkKey key{v->key.object_id, v->key.version, idx};
     bool verified = false;
     if (!resident_->TryPin(key, &verified)) {
@@ -164,9 +171,7 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     }
   }
 
-  // Misses: what this file fetched before without room to cache it, then
-  // the origin.
-  std::vector<ChunkBytes> mem(span.count);
+  // Misses: what this file fetched meanwhile, then the origin.
   if (!missing.empty()) {
     std::sort(missing.begin(), missing.end());
     std::vector<uint64_t> to_fetch;

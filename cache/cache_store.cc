@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cache/direct_io.h"
 #include "cache/object_cache_impl.h"
 #include "util/checksum.h"
 #include "util/log.h"
@@ -22,6 +23,24 @@ bool ObjectCacheImpl::FreeSpaceLow(uint64_t need) {
         std::min<uint64_t>(1ull << 30, static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize / 20);
   }
   return avail < min_free + need;
+}
+
+Status ObjectCacheImpl::WriteData(DataFile& file, const ChunkBytes& bytes, uint64_t off) {
+  const char* p = bytes.data.get();
+  uint64_t head = RoundDownToDirect(bytes.len);
+  int dfd = head >= kMinDirectBytes && RoundDownToDirect(off) == off && IsDirectAligned(p)
+                ? file.direct_fd()
+                : -1;
+  if (dfd >= 0) {
+    Status s = io_->Write(dfd, p, head, static_cast<off_t>(off));
+    if (s.code() == EINVAL) {
+      file.DisableDirect();  // opened, but the file system will not write direct
+    } else {
+      if (!s.ok() || head == bytes.len) return s;
+      return io_->Write(file.fd(), p + head, bytes.len - head, static_cast<off_t>(off + head));
+    }
+  }
+  return io_->Write(file.fd(), p, bytes.len, static_cast<off_t>(off));
 }
 
 bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx,
@@ -82,9 +101,7 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
         (*existing)->xxh3 == ChunkChecksum(bytes.data.get(), bytes.len)) {
       auto file = store_->BeginWrite(v->key, [&] { return v->superseded.load(); });
       if (file.ok()) {
-        if (io_->Write((*file)->fd(), bytes.data.get(), bytes.len,
-                       static_cast<off_t>(ChunkOffset(chunk_size_, idx)))
-                .ok()) {
+        if (WriteData(**file, bytes, ChunkOffset(chunk_size_, idx)).ok()) {
           resident_->MarkVerified(key);
         }
         store_->EndWrite(v->key);
@@ -102,7 +119,7 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   const uint64_t off = ChunkOffset(chunk_size_, idx);
   Status s = index_->PutIntent(key);
   if (s.ok()) {
-    s = io_->Write((*file)->fd(), bytes.data.get(), bytes.len, static_cast<off_t>(off));
+    s = WriteData(**file, bytes, off);
     if (s.ok()) {
       ChunkRecord rec{static_cast<uint32_t>(bytes.len),
                       ChunkChecksum(bytes.data.get(), bytes.len),

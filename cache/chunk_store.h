@@ -15,6 +15,8 @@
 // Thread-safety: all methods are thread-safe.
 #pragma once
 
+#include <fcntl.h>
+
 #include <atomic>
 #include <functional>
 #include <list>
@@ -25,20 +27,26 @@
 #include <unordered_map>
 
 #include "cache/chunk.h"
+#include "cache/direct_io.h"
 #include "util/status.h"
 
 namespace stoker {
 
 class DataFile {
  public:
-  explicit DataFile(int fd) : fd_(fd) {}
+  explicit DataFile(int fd) : fd_(fd), direct_(O_RDWR) {}
   ~DataFile();
   DataFile(const DataFile&) = delete;
   DataFile& operator=(const DataFile&) = delete;
   int fd() const { return fd_; }
+  // The O_DIRECT twin of fd(), or -1 (see cache/direct_io.h). Chunks are
+  // written through it; reads always use fd().
+  int direct_fd() { return direct_.Get(fd_); }
+  void DisableDirect() { direct_.Disable(); }
 
  private:
   const int fd_;
+  DirectTwin direct_;
 };
 
 class ChunkStore {

@@ -8,12 +8,14 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "cache/direct_io.h"
 #include "util/log.h"
 
 namespace stoker {
@@ -60,7 +62,8 @@ int OpenNoFollow(int dir, const char* comp, int flags) {
 
 class LocalOriginFile final : public OriginFile {
  public:
-  LocalOriginFile(int fd, std::shared_ptr<IoBackend> io) : fd_(fd), io_(std::move(io)) {}
+  LocalOriginFile(int fd, uint64_t size, std::shared_ptr<IoBackend> io)
+      : fd_(fd), size_(size), io_(std::move(io)), direct_(O_RDONLY) {}
   ~LocalOriginFile() override { ::close(fd_); }
   LocalOriginFile(const LocalOriginFile&) = delete;
   LocalOriginFile& operator=(const LocalOriginFile&) = delete;
@@ -68,6 +71,29 @@ class LocalOriginFile final : public OriginFile {
   Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {
     if (off > static_cast<uint64_t>(INT64_MAX)) return Status::Invalid("read offset too large");
     return io_->Read(fd_, buf, len, static_cast<off_t>(off));
+  }
+
+  // The aligned part of what the file held at open goes direct, the rest
+  // (the last partial block, or what the file grew by) buffered. A file that
+  // shrank meanwhile reads short either way; the cache then finds the
+  // identity changed and keeps nothing.
+  Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off) override {
+    if (off > static_cast<uint64_t>(INT64_MAX)) return Status::Invalid("read offset too large");
+    uint64_t head = off < size_ ? RoundDownToDirect(std::min<uint64_t>(len, size_ - off)) : 0;
+    if (head < kMinDirectBytes || RoundDownToDirect(off) != off || !IsDirectAligned(buf)) {
+      return ReadAt(buf, len, off);
+    }
+    int dfd = direct_.Get(fd_);
+    if (dfd < 0) return ReadAt(buf, len, off);
+    auto got = io_->Read(dfd, buf, head, static_cast<off_t>(off));
+    if (!got.ok() && got.status().code() == EINVAL) {
+      direct_.Disable();  // the file system takes O_DIRECT opens, not reads
+      return ReadAt(buf, len, off);
+    }
+    if (!got.ok() || *got < head || head == len) return got;
+    STOKER_ASSIGN_OR_RETURN(size_t tail,
+                            ReadAt(static_cast<char*>(buf) + head, len - head, off + head));
+    return head + tail;
   }
 
   Result<OriginIdentity> Identity() override {
@@ -86,7 +112,9 @@ class LocalOriginFile final : public OriginFile {
   }
 
   const int fd_;
+  const uint64_t size_;  // at open
   const std::shared_ptr<IoBackend> io_;
+  DirectTwin direct_;
 };
 
 }  // namespace
@@ -278,7 +306,8 @@ Result<std::unique_ptr<OriginFile>> LocalOrigin::Open(const std::string& path) {
     ::close(fd);
     return Error(err, "open", path);
   }
-  return std::unique_ptr<OriginFile>(std::make_unique<LocalOriginFile>(fd, io_));
+  return std::unique_ptr<OriginFile>(
+      std::make_unique<LocalOriginFile>(fd, static_cast<uint64_t>(st.st_size), io_));
 }
 
 // Xattrs cannot be read through an O_PATH fd (fgetxattr gives EBADF), and a

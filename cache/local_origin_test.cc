@@ -10,12 +10,14 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "cache/direct_io.h"
 #include "cache/io_backend.h"
 #include "cache/origin.h"
 
@@ -392,6 +394,54 @@ TEST_P(LocalOriginTest, OpenFileHoldsOneDescriptorAndSeesChanges) {
     EXPECT_EQ(ReadAll(**f), "first+more");
   }
   EXPECT_EQ(OpenFdCount(), before);
+}
+
+// ReadAtAligned reads the aligned head of a large read direct and the rest
+// buffered: every split must give the bytes a plain read gives, also when
+// the file grew or shrank after it was opened.
+TEST_P(LocalOriginTest, AlignedReadsMatchPlainReads) {
+  auto bytes = [](size_t n, unsigned seed) {
+    std::string s(n, '\0');
+    for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 2654435761u + seed) >> 13);
+    return s;
+  };
+  const size_t k = 256 << 10;
+  for (size_t size :
+       {size_t{0}, size_t{1}, size_t{4095}, k - 1, k, k + 1, k + 4097, size_t{(3u << 20) + 123}}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    const std::string data = bytes(size, static_cast<unsigned>(size));
+    WriteFile(In("a"), data);
+    Result<std::unique_ptr<OriginFile>> f = origin_->Open("a");
+    ASSERT_TRUE(f.ok());
+    std::shared_ptr<char[]> buf = AllocAligned(4u << 20);
+    for (uint64_t off : {uint64_t{0}, uint64_t{4096}, uint64_t{k}, uint64_t{1u << 20}}) {
+      for (size_t len : {size_t{1}, k, k + 5, size_t{4u << 20}}) {
+        Result<size_t> n = (*f)->ReadAtAligned(buf.get(), len, off);
+        ASSERT_TRUE(n.ok()) << n.status().message();
+        size_t want = off >= size ? 0 : std::min<size_t>(len, size - off);
+        ASSERT_EQ(*n, want) << "off " << off << " len " << len;
+        ASSERT_EQ(std::string(buf.get(), *n), data.substr(std::min<size_t>(off, size), want));
+      }
+    }
+  }
+  // Grown after open: the part past the old size comes through the tail read.
+  std::string before = bytes(k + 100, 1), after = bytes(2 * k, 2);
+  WriteFile(In("g"), before);
+  Result<std::unique_ptr<OriginFile>> g = origin_->Open("g");
+  ASSERT_TRUE(g.ok());
+  int fd = open(In("g").c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(pwrite(fd, after.data(), after.size(), 0), static_cast<ssize_t>(after.size()));
+  std::shared_ptr<char[]> buf = AllocAligned(2 * k);
+  Result<size_t> n = (*g)->ReadAtAligned(buf.get(), 2 * k, 0);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(std::string(buf.get(), *n), after);
+  // Shrunk after open: short, never an error or stale bytes past the end.
+  ASSERT_EQ(ftruncate(fd, 1000), 0);
+  close(fd);
+  n = (*g)->ReadAtAligned(buf.get(), 2 * k, 0);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(std::string(buf.get(), *n), after.substr(0, 1000));
 }
 
 TEST_P(LocalOriginTest, MetadataCallsKeepNoDescriptors) {

@@ -236,6 +236,10 @@ class ObjectCacheImpl final : public ObjectCache {
   // Caches a fetched chunk unless there is no room (then it is only served);
   // true if it is in the cache now. Ticks the eviction clock either way.
   bool StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx, const ChunkBytes& bytes);
+  // Writes a chunk's bytes at off of its data file: the aligned head direct
+  // where it can (the reader is answered from bytes, not from the file), the
+  // rest buffered.
+  Status WriteData(DataFile& file, const ChunkBytes& bytes, uint64_t off);
   bool FreeSpaceLow(uint64_t need);
   // The chunk's bytes if it is in the store with a matching checksum.
   std::optional<ChunkBytes> LoadStored(const ObjectVersion& v, uint64_t idx);

@@ -60,6 +60,10 @@ struct CacheOptions {
   // I/O backend for origin and cache files. Default: kAuto (io_uring if the
   // kernel allows it, else syscalls).
   IoBackendKind io_backend = IoBackendKind::kAuto;
+  // Read the origin and write chunk data with O_DIRECT where the file
+  // systems allow it (cache/direct_io.h). Default: true. The mount applies
+  // it process-wide, to the origin as well as to the cache.
+  bool direct_io = true;
 };
 
 }  // namespace stoker

@@ -59,6 +59,12 @@ class OriginFile {
   virtual ~OriginFile() = default;
   // Reads up to len bytes at off. Short only at end of file.
   virtual Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) = 0;
+  // As ReadAt, from a caller whose buffer suits direct I/O: buf is aligned
+  // to kDirectIoAlign (cache/direct_io.h). A backend may then read around
+  // the page cache (a cold origin read costs no copy). Default: ReadAt.
+  virtual Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off) {
+    return ReadAt(buf, len, off);
+  }
   // The identity of what this open file reads now (fstat for local files).
   virtual Result<OriginIdentity> Identity() = 0;
 };

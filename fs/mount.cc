@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/direct_io.h"
 #include "cache/object_cache.h"
 #include "cache/origin.h"
 #include "decode/view_namespace.h"
@@ -212,6 +213,7 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
 Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
   const auto started = std::chrono::steady_clock::now();
   STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, PrepareMountpoint(options.mountpoint));
+  SetDirectIoEnabled(options.cache.direct_io);
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin, MakeOrigin(options.origin));
   STOKER_RETURN_IF_ERROR(CheckNesting(options.origin, mountpoint, options.cache.dir));
   // With views, fs/ and the cache both see the ViewNamespace over the origin.

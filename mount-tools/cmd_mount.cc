@@ -305,6 +305,7 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
                            ": must be error, warn, info or debug");
   }
   o.log_level = args.log_level;
+  o.cache.direct_io = !args.no_direct_io;
   o.fuse_options = SplitFuseOptions(args.fuse_options);
   std::set<std::string> view_names;
   for (const std::string& v : args.views) {
@@ -355,6 +356,9 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->allow_extra_args(false);
   app->add_option("--io-backend", args->io_backend, "auto, io_uring or syscall")
       ->capture_default_str();
+  app->add_flag("--no-direct-io", args->no_direct_io,
+                "Read the origin and write the cache through the page cache (default: O_DIRECT "
+                "where the file systems allow it, which saves two copies on a cold read)");
   app->add_option("--log-level", args->log_level, "error, warn, info or debug")
       ->capture_default_str();
   app->add_option("--view", args->views,

@@ -1,0 +1,75 @@
+// Direct I/O (O_DIRECT) around the page cache, for the two copies a cold
+// read would otherwise make: origin file -> our buffer, and our buffer ->
+// cache data file. Both land in the page cache for nothing: the origin's
+// pages are never read again (the SSD tier serves the next read) and the
+// first reader is answered from our buffer, not from the data file.
+//
+// A DirectTwin is a lazily opened O_DIRECT descriptor for the same open file
+// as a buffered one (reopened through /proc/self/fd, so a rename or unlink of
+// the path in between cannot make it another file). Where the filesystem
+// refuses O_DIRECT (tmpfs on older kernels, some FUSE and network file
+// systems), the twin is off and callers use the buffered descriptor.
+//
+// Only the aligned head of a transfer goes direct: buffer, offset and length
+// must be multiples of kDirectIoAlign. The tail (< 4 KiB, at the end of a
+// file) goes through the buffered descriptor, which the kernel keeps
+// coherent with direct transfers.
+//
+// Thread-safety: DirectTwin is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+namespace stoker {
+
+// Alignment every block device and file system here accepts for O_DIRECT.
+inline constexpr size_t kDirectIoAlign = 4096;
+
+// Transfers shorter than this stay buffered: for a small file the second
+// descriptor and the split transfer cost more than the copy they save, and
+// a direct write would make the reader wait for the device.
+inline constexpr uint64_t kMinDirectBytes = 256 << 10;
+
+inline uint64_t RoundDownToDirect(uint64_t n) { return n & ~(uint64_t{kDirectIoAlign} - 1); }
+inline bool IsDirectAligned(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & (kDirectIoAlign - 1)) == 0;
+}
+
+// len bytes (rounded up to kDirectIoAlign), aligned to kDirectIoAlign.
+// Aborts when memory is exhausted, as new[] would.
+std::shared_ptr<char[]> AllocAligned(size_t len);
+
+class DirectTwin {
+ public:
+  // flags: O_RDONLY or O_RDWR, as the buffered descriptor was opened.
+  explicit DirectTwin(int flags) : flags_(flags) {}
+  ~DirectTwin();
+  DirectTwin(const DirectTwin&) = delete;
+  DirectTwin& operator=(const DirectTwin&) = delete;
+
+  // The O_DIRECT twin of fd (which must stay open as long as this object is
+  // used with it), opened on first use; -1 when direct I/O is off for it.
+  int Get(int fd);
+  // Turns direct I/O off for this file (a transfer was refused with EINVAL).
+  void Disable() { state_.store(kOff, std::memory_order_relaxed); }
+
+ private:
+  static constexpr int kUnopened = -2;
+  static constexpr int kOff = -1;
+
+  const int flags_;
+  std::mutex mu_;
+  std::atomic<int> state_{kUnopened};  // the twin's fd, or kUnopened / kOff
+  int fd_ = -1;                        // GUARDED_BY(mu_); closed at destruction
+};
+
+// Process-wide switch (`stoker mount --no-direct-io`, tests): with it off,
+// every DirectTwin stays off. Default: on.
+void SetDirectIoEnabled(bool enabled);
+bool DirectIoEnabled();
+
+}  // namespace stoker
