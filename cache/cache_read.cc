@@ -3,6 +3,7 @@
 // path (cache_fetch.cc).
 #include <algorithm>
 
+#include "cache/direct_io.h"
 #include "cache/object_cache_impl.h"
 #include "util/checksum.h"
 #include "util/log.h"
@@ -52,10 +53,10 @@ std::vector<char> ObjectCacheImpl::CheckChunks(
     const std::vector<std::pair<uint64_t, uint64_t>>& to_check) {
   const uint64_t size = v.identity.size;
   std::vector<ReadOp> ops;
-  std::vector<std::unique_ptr<char[]>> bufs;
+  std::vector<std::shared_ptr<char[]>> bufs;
   for (const auto& [idx, sum] : to_check) {
     uint64_t expect = ChunkLength(size, chunk_size_, idx);
-    bufs.emplace_back(new char[expect]);
+    bufs.push_back(AllocAligned(expect));  // pooled: no fresh pages to fault in
     ReadOp op;
     op.fd = file.fd();
     op.buf = bufs.back().get();

@@ -158,7 +158,7 @@ std::optional<ChunkBytes> ObjectCacheImpl::LoadStored(const ObjectVersion& v, ui
   }
   auto file = store_->Get(v.key, false);
   if (!file.ok()) return std::nullopt;
-  std::shared_ptr<char[]> buf(new char[(*rec)->len]);
+  std::shared_ptr<char[]> buf = AllocAligned((*rec)->len);
   auto got = io_->Read((*file)->fd(), buf.get(), (*rec)->len,
                        static_cast<off_t>(ChunkOffset(chunk_size_, idx)));
   // Not pinned: an eviction racing with us yields a hole, which fails here.

@@ -3,12 +3,15 @@
 // spliced zero-copy, or memory), and the ReadReply is destroyed only after
 // the reply was sent, so no segment can be evicted from under it.
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "cache/direct_io.h"
 #include "fs/errno_map.h"
 #include "fs/fuse_ops_internal.h"
 #include "fs/fuse_reply.h"
@@ -34,6 +37,55 @@ struct BufVec {
   std::vector<unsigned char> storage;
   fuse_bufvec* bufv;
 };
+
+// libfuse splices a reply with descriptor segments only when header and
+// data fit one pipe, and a pipe grows no larger than fs.pipe-max-size (1 MiB
+// unless raised; root is held to it too). A full-size read does not fit:
+// libfuse then reads it into a freshly allocated buffer, whose new pages
+// cost more to fault in and zero than the copy itself. Such replies are read
+// here, into a buffer each thread keeps.
+size_t PipeMaxSize() {
+  size_t v = 1u << 20;
+  if (FILE* f = std::fopen("/proc/sys/fs/pipe-max-size", "re")) {
+    unsigned long n = 0;
+    if (std::fscanf(f, "%lu", &n) == 1 && n >= 4096) v = n;
+    std::fclose(f);
+  }
+  return v;
+}
+
+bool FitsSplicePipe(size_t len, size_t segments) {
+  static const size_t max = PipeMaxSize();
+  // libfuse's own estimate: a page per segment, the header's and one spare.
+  return 4096 * (segments + 2) + 16 + len <= max;  // 16: fuse_out_header
+}
+
+// Reads the reply's segments into this thread's buffer; nullptr when a
+// descriptor gave fewer bytes than the cache said it holds.
+const char* Gather(const std::vector<ReadSegment>& segs, size_t total) {
+  thread_local std::shared_ptr<char[]> buf;
+  thread_local size_t cap = 0;
+  if (cap < total) {
+    buf = AllocAligned(total);
+    cap = total;
+  }
+  char* p = buf.get();
+  for (const ReadSegment& s : segs) {
+    if (s.fd < 0) {
+      std::memcpy(p, s.mem, s.len);
+    } else {
+      size_t done = 0;
+      while (done < s.len) {
+        ssize_t n = ::pread(s.fd, p + done, s.len - done, s.off + static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return nullptr;
+        done += static_cast<size_t>(n);
+      }
+    }
+    p += s.len;
+  }
+  return buf.get();
+}
 
 }  // namespace
 
@@ -130,6 +182,23 @@ void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_
         reply.Err(EIO);
         return;
       }
+    }
+    size_t total = 0;
+    bool has_fd = false;
+    for (const ReadSegment& s : segs) {
+      total += s.len;
+      has_fd = has_fd || s.fd >= 0;
+    }
+    if (has_fd && fs.splice_write && !FitsSplicePipe(total, segs.size())) {
+      const char* gathered = Gather(segs, total);
+      if (gathered == nullptr) {
+        LOG_ERROR("cache data file gave short data (off {}, len {}); EIO", off, total);
+        fs.cache->counters().errors++;
+        reply.Err(EIO);
+        return;
+      }
+      reply.Buf(gathered, total);
+      return;
     }
     BufVec v(segs.size());
     for (size_t i = 0; i < segs.size(); ++i) {
