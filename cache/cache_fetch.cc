@@ -220,13 +220,14 @@ Status ObjectCacheImpl::FillRange(const std::shared_ptr<ObjectVersion>& v, Origi
       missing.push_back(idx);
     }
   }
-  if (fill.load_cached && !cached.empty()) LoadCached(*v, cached);
+  if (fill.load_cached && !cached.empty()) LoadCached(*v, cached, readahead);
   if (missing.empty() || !fill.fetch_missing) return Status::OK();
   std::vector<ChunkBytes> bytes;
   return FetchChunks(v, origin, missing, &bytes, tally, readahead, readahead != nullptr);
 }
 
-void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx) {
+void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx,
+                                 Readahead* readahead) {
   const uint64_t size = v.identity.size;
   std::vector<ChunkKey> pins;
   std::vector<uint64_t> verified;
@@ -249,7 +250,8 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
   if (file.ok()) {
     // Verified chunks only need to be in the page cache: readahead(2) starts
     // that without waiting. The others are read and checked here, off the
-    // reader's path, which leaves them in the page cache too.
+    // reader's path, and then held for the reader (or, without a readahead,
+    // left in the page cache).
     for (size_t a = 0; a < verified.size();) {
       size_t b = a;
       while (b + 1 < verified.size() && verified[b + 1] == verified[b] + 1) ++b;
@@ -260,9 +262,14 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
       a = b + 1;
     }
     if (!to_check.empty()) {
-      std::vector<char> good = CheckChunks(v, **file, to_check);
+      std::vector<ChunkBytes> checked;
+      std::vector<char> good =
+          CheckChunks(v, **file, to_check, readahead != nullptr ? &checked : nullptr);
       for (size_t i = 0; i < good.size(); ++i) {
-        if (good[i]) continue;
+        if (good[i]) {
+          if (readahead) readahead->Put(to_check[i].first, checked[i], ReadaheadLimit());
+          continue;
+        }
         ChunkKey bad{v.key.object_id, v.key.version, to_check[i].first};
         pins.erase(std::find(pins.begin(), pins.end(), bad));  // CheckChunks unpinned it
       }

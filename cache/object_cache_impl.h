@@ -218,13 +218,17 @@ class ObjectCacheImpl final : public ObjectCache {
   Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin, uint64_t first,
                    uint64_t end, FetchTally* tally, Readahead* readahead = nullptr,
                    Fill fill = Fill{});
-  // The cached chunks among idx (ascending), verified or read ahead.
-  void LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx);
+  // The cached chunks among idx (ascending), verified or read ahead. With a
+  // readahead, the chunks it verifies are held there for the reader.
+  void LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx, Readahead* readahead);
   // Reads back and checks chunks (index, checksum) of v's data file not yet
   // verified by this process (they are pinned). Marks the good ones verified;
   // a bad one is counted, unpinned and dropped. Returns one flag per chunk.
+  // With bytes, the good chunks' bytes go there (the caller serves them from
+  // memory), and full-block chunks are read direct, around the page cache.
   std::vector<char> CheckChunks(const ObjectVersion& v, DataFile& file,
-                                const std::vector<std::pair<uint64_t, uint64_t>>& to_check);
+                                const std::vector<std::pair<uint64_t, uint64_t>>& to_check,
+                                std::vector<ChunkBytes>* bytes = nullptr);
   // Directory scans (see dir_scan.h): queues the files to fetch ahead of an
   // open of path, and fetches one of them.
   void MaybePrefetchDir(const std::string& path);
