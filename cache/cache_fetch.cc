@@ -125,10 +125,11 @@ Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,
   // direct (cache/direct_io.h): each chunk of a run starts at a multiple of
   // the chunk size.
   std::shared_ptr<char[]> buf = AllocAligned(total);
-  counters_.origin_reads++;
+  const bool derived = origin_->IsDerived(v.path);
+  if (!derived) counters_.origin_reads++;
   auto got = (*file)->ReadAtAligned(buf.get(), total, ChunkOffset(chunk_size_, first));
   if (!got.ok()) return origin_error(got.status());
-  counters_.origin_bytes_read += *got;
+  (derived ? counters_.derived_bytes_produced : counters_.origin_bytes_read) += *got;
   // What was read must be the version this file state stands for, or one
   // read could mix old and new content.
   auto id = (*file)->Identity();

@@ -17,6 +17,10 @@ struct CacheCounters {
   std::atomic<uint64_t> cache_hit_bytes{0};    // of those, served from the SSD tier
   std::atomic<uint64_t> origin_bytes_read{0};  // bytes read from the origin
   std::atomic<uint64_t> origin_reads{0};       // origin read operations
+  // Bytes of derived files (decoded views) produced into the cache: made
+  // from raw files the cache reads (and counts above), not read from the
+  // origin themselves.
+  std::atomic<uint64_t> derived_bytes_produced{0};
   std::atomic<uint64_t> chunks_fetched{0};
   std::atomic<uint64_t> chunks_written{0};
   std::atomic<uint64_t> chunks_not_cached{0};  // served from origin: no space

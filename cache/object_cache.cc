@@ -447,6 +447,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   STOKER_COUNTER(cache_hit_bytes)
   STOKER_COUNTER(origin_bytes_read)
   STOKER_COUNTER(origin_reads)
+  STOKER_COUNTER(derived_bytes_produced)
   STOKER_COUNTER(chunks_fetched)
   STOKER_COUNTER(chunks_written)
   STOKER_COUNTER(chunks_not_cached)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -240,11 +241,58 @@ class ViewFile final : public OriginFile {
     return Status::OK();
   }
 
+  // A record another read of this file is producing now (prefetch reads
+  // neighbouring chunks at once, and a record may straddle them): waited
+  // for, not decoded twice.
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;                         // GUARDED_BY(mu)
+    Status status;                             // GUARDED_BY(mu): a failure of the world
+    std::shared_ptr<const std::string> bytes;  // GUARDED_BY(mu): null = reads as zeros
+  };
+
+  // Completes the Pendings of the records a read produces, whatever path
+  // it leaves by (unset results read as the read's own failure).
+  class Producing {
+   public:
+    explicit Producing(ViewFile* f) : f_(f) {}
+    ~Producing() { Finish(Status::IOError("another read of this view file failed")); }
+    void Add(size_t idx, std::shared_ptr<Pending> p) { mine_.emplace_back(idx, std::move(p)); }
+    void Set(size_t idx, std::shared_ptr<const std::string> bytes) { results_[idx] = bytes; }
+    void Finish(const Status& failed) {
+      if (mine_.empty()) return;
+      {
+        std::lock_guard<std::mutex> g(f_->mu_);
+        for (const auto& [idx, p] : mine_) f_->inflight_.erase(idx);
+      }
+      for (const auto& [idx, p] : mine_) {
+        std::lock_guard<std::mutex> g(p->mu);
+        auto it = results_.find(idx);
+        if (it != results_.end()) {
+          p->bytes = it->second;
+        } else {
+          p->status = failed;
+        }
+        p->done = true;
+        p->cv.notify_all();
+      }
+      mine_.clear();
+    }
+
+   private:
+    ViewFile* const f_;
+    std::vector<std::pair<size_t, std::shared_ptr<Pending>>> mine_;
+    std::map<size_t, std::shared_ptr<const std::string>> results_;
+  };
+
   Status ReadTfRecord(char* buf, size_t len, uint64_t off) {
     const ViewLayout& l = *p_.layout;
     auto [first, last] = l.RecordsOverlapping(off, len);
     std::vector<std::shared_ptr<const std::string>> produced(last - first);
     std::vector<size_t> need;
+    std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
+    Producing producing(this);
     {
       std::lock_guard<std::mutex> g(mu_);
       for (size_t i = first; i < last; ++i) {
@@ -252,14 +300,23 @@ class ViewFile final : public OriginFile {
         auto it = kept_.find(i);
         if (it != kept_.end()) {
           produced[i - first] = it->second;
+        } else if (auto in = inflight_.find(i); in != inflight_.end()) {
+          others.emplace_back(i, in->second);
         } else {
           need.push_back(i);
+          auto p = std::make_shared<Pending>();
+          inflight_[i] = p;
+          producing.Add(i, std::move(p));
         }
       }
     }
     if (!need.empty()) {
       std::vector<std::string> payloads;
-      STOKER_RETURN_IF_ERROR(RawPayloads(need, &payloads));
+      Status raw = RawPayloads(need, &payloads);
+      if (!raw.ok()) {
+        producing.Finish(raw);
+        return raw;
+      }
       std::vector<std::shared_ptr<std::string>> outs(need.size());
       std::vector<DecodePool::Job> jobs;
       for (size_t k = 0; k < need.size(); ++k) {
@@ -277,13 +334,27 @@ class ViewFile final : public OriginFile {
           // Its neighbours in this chunk stay readable: the record reads as
           // zeros here, and its layout entry becomes kFailed (so EIO) first.
           Status e = DataError(l.records[need[k]].in_offset, st[k]);
-          if (IsWorldError(st[k].code()) || !MarkFailed(need[k], st[k]).ok()) return e;
+          if (IsWorldError(st[k].code()) || !MarkFailed(need[k], st[k]).ok()) {
+            producing.Finish(e);
+            return e;
+          }
+          producing.Set(need[k], nullptr);
           continue;
         }
         p_.stats->counters.records_decoded++;
         p_.stats->counters.decoded_bytes += outs[k]->size();
         produced[need[k] - first] = outs[k];
+        producing.Set(need[k], outs[k]);
       }
+    }
+    producing.Finish(Status::OK());
+    // Only now, having produced ours: two reads waiting on each other's
+    // records both get there.
+    for (const auto& [i, p] : others) {
+      std::unique_lock<std::mutex> g(p->mu);
+      p->cv.wait(g, [&] { return p->done; });
+      if (!p->status.ok()) return p->status;
+      produced[i - first] = p->bytes;  // null: failed for good, reads as zeros
     }
     const uint64_t end = off + len;
     std::lock_guard<std::mutex> g(mu_);
@@ -316,6 +387,7 @@ class ViewFile final : public OriginFile {
   CachedByteSource src_;
   std::mutex mu_;
   std::map<size_t, std::shared_ptr<const std::string>> kept_;  // GUARDED_BY(mu_)
+  std::map<size_t, std::shared_ptr<Pending>> inflight_;        // GUARDED_BY(mu_)
   std::shared_ptr<const std::string> npy_;                     // GUARDED_BY(mu_)
   // Compressed files: where the last read's inflating stopped.
   std::mutex z_mu_;

@@ -127,6 +127,8 @@ std::string FormatStats(const nlohmann::json& s) {
     rows.emplace_back("view layouts", Number(s, "view_layouts_computed") + " computed, " +
                                           Number(s, "view_layouts_loaded") + " loaded");
     rows.emplace_back("view raw reads", Size(s, "view_raw_bytes_read") + " (in bytes read)");
+    rows.emplace_back("view bytes made",
+                      Size(s, "derived_bytes_produced") + " (cached, not origin)");
     rows.emplace_back("view errors", Number(s, "view_errors") + " (" +
                                          Number(s, "view_failed_reads") +
                                          " failed reads; see .stoker/errors)");

@@ -74,12 +74,14 @@ TEST(FormatStats, ViewRowsOnlyWithViews) {
                       {"decode_running", 2},
                       {"decode_threads", 2},
                       {"decode_images_per_second", 812.25},
-                      {"view_raw_bytes_read", 5ull << 20}};
+                      {"view_raw_bytes_read", 5ull << 20},
+                      {"derived_bytes_produced", 7ull << 20}};
   std::string t = FormatStats(s);
   EXPECT_EQ(Row(t, "views"), "decoded, small");
   EXPECT_EQ(Row(t, "view records"), "1200 decoded, 30 images (.npy), 3.00 GiB");
   EXPECT_EQ(Row(t, "view layouts"), "4 computed, 2 loaded");
   EXPECT_EQ(Row(t, "view raw reads"), "5.00 MiB (in bytes read)");
+  EXPECT_EQ(Row(t, "view bytes made"), "7.00 MiB (cached, not origin)");
   EXPECT_EQ(Row(t, "view errors"), "3 (1 failed reads; see .stoker/errors)");
   EXPECT_EQ(Row(t, "decode queue"),
             "17 queued, 2 running on 2 threads, 812.2 images/s (last 10 s)");
