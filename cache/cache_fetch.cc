@@ -112,6 +112,12 @@ Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,
   uint64_t total = 0;
   for (uint64_t i = 0; i < n; ++i) total += ChunkLength(size, chunk_size_, first + i);
   auto origin_error = [&](const Status& s) -> Status {
+    // ESTALE from a remote file: the object changed under it (remote_file.h).
+    if (s.code() == ESTALE) {
+      v.changed_at_origin.store(true);
+      LOG_WARN("{}; not caching", s.message());
+      return StaleVersion(v);
+    }
     if (IsOriginUnavailable(s.code())) counters_.origin_errors++;
     if (s.code() == ENOENT) {
       v.changed_at_origin.store(true);

@@ -5,8 +5,10 @@
 #include <cctype>
 #include <cerrno>
 
+#include "cache/http_origin.h"
 #include "cache/io_backend.h"
 #include "cache/local_origin.h"
+#include "cache/s3_origin.h"
 
 namespace stoker {
 
@@ -56,26 +58,38 @@ std::string SchemeOf(const std::string& spec) {
 
 }  // namespace
 
-Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, std::shared_ptr<IoBackend> io) {
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, std::shared_ptr<IoBackend> io,
+                                           const OriginOptions& options) {
   STOKER_CHECK(io != nullptr, "MakeOrigin needs an I/O backend");
-  if (spec.empty()) return Status::Invalid("origin is empty: give a directory");
+  if (spec.empty()) return Status::Invalid("origin is empty: give a directory or a URL");
   std::string scheme = SchemeOf(spec);
   if (!scheme.empty()) {
     std::string lower;
     for (char c : scheme) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (lower == "s3" || lower == "http" || lower == "https") {
-      return Status::Invalid("origin scheme '" + lower + "' is not supported yet");
+    if (lower == "s3") {
+      STOKER_ASSIGN_OR_RETURN(std::shared_ptr<S3Origin> s3, S3Origin::Create(spec, options));
+      return std::shared_ptr<Origin>(std::move(s3));
     }
-    return Status::Invalid("origin '" + spec + "': unknown scheme '" + scheme + "'");
+    if (lower == "http" || lower == "https") {
+      STOKER_ASSIGN_OR_RETURN(std::shared_ptr<HttpOrigin> http, HttpOrigin::Create(spec, options));
+      return std::shared_ptr<Origin>(std::move(http));
+    }
+    return Status::Invalid("origin '" + spec + "': unknown scheme '" + scheme +
+                           "' (use a directory, s3://, http:// or https://)");
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<LocalOrigin> local,
                           LocalOrigin::Create(spec, std::move(io)));
   return std::shared_ptr<Origin>(std::move(local));
 }
 
-Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec) {
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, const OriginOptions& options) {
+  if (!SchemeOf(spec).empty()) {
+    // Remote origins read through HTTP, not an I/O backend.
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(IoBackendKind::kSyscall));
+    return MakeOrigin(spec, std::shared_ptr<IoBackend>(std::move(io)), options);
+  }
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(IoBackendKind::kAuto));
-  return MakeOrigin(spec, std::shared_ptr<IoBackend>(std::move(io)));
+  return MakeOrigin(spec, std::shared_ptr<IoBackend>(std::move(io)), options);
 }
 
 }  // namespace stoker

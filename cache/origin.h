@@ -1,5 +1,5 @@
-// Origin: the slow storage stoker overlays (a local directory on HDD/NAS;
-// later S3 and HTTP). Everything above cache/ sees the origin only through
+// Origin: the slow storage stoker overlays (a local directory on HDD/NAS, an
+// S3 bucket, an HTTP(S) server). Everything above cache/ sees the origin only through
 // this interface, so every backend serves the same mount, cache, eviction,
 // revalidation and fsck.
 //
@@ -35,7 +35,9 @@ struct OriginIdentity {
   int64_t ctime_ns = 0;
   uint64_t ino = 0;
   uint64_t dev = 0;
-  std::string etag;  // object stores; empty for local files
+  // Empty: remote origins carry their ETag in st_ctim, so that the identity
+  // of every backend is IdentityFromStat's (cache/remote_entry.h).
+  std::string etag;
 
   bool operator==(const OriginIdentity&) const = default;
 };
@@ -108,15 +110,42 @@ OriginIdentity IdentityFromStat(const struct stat& st);
 
 namespace stoker {
 
+// What configures the remote origins; a local origin ignores all of it.
+// Nothing here survives a restart: each mount gives it again.
+struct OriginOptions {
+  // S3: the server's base URL ("http://127.0.0.1:9000"). Default: "" = AWS,
+  // https://s3.REGION.amazonaws.com.
+  std::string s3_endpoint;
+  // S3: BUCKET in the path (ENDPOINT/BUCKET/KEY) instead of the host name.
+  // Default: false, but true where the endpoint's host is an IP address or
+  // localhost (no virtual host can be named there).
+  bool s3_path_style = false;
+  // S3: keys per ListObjectsV2 page (1..1000; a test seam). Default: 1000.
+  int s3_page_size = 1000;
+  // HTTP(S): a manifest file ("PATH SIZE" lines) listing the tree. Default:
+  // "" = directory listings from the server (nginx autoindex).
+  std::string manifest;
+  // Seconds a directory listing is kept in memory; the mount passes its
+  // revalidation interval. 0 = every lookup asks the server. Default: 60.
+  uint64_t listing_ttl_seconds = 60;
+  // Seconds to connect; seconds a transfer may stall; retries of a failed
+  // request (with exponential backoff). Default: 10, 30, 5.
+  long connect_timeout_s = 10;
+  long stall_timeout_s = 30;
+  int retries = 5;
+};
+
 // Makes the origin named by spec: an absolute or relative directory path
-// (local). Other schemes (s3://, http(s)://) fail with EINVAL and a message
-// until their backends exist. Checks that the origin can be read now:
-// "origin '/x': No such file or directory".
-Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec);
+// (local), s3://BUCKET[/PREFIX] or http(s)://HOST[/PATH]. Checks that the
+// origin can be read now, and says why not in one line ("origin '/x': No
+// such file or directory", "s3 bucket 'b' does not exist").
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec,
+                                           const OriginOptions& options = OriginOptions());
 
 class IoBackend;
-// As above, but the origin reads file data through io (tests inject a faulty
-// backend). REQUIRES: io != nullptr.
-Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, std::shared_ptr<IoBackend> io);
+// As above, but a local origin reads file data through io (tests inject a
+// faulty backend). REQUIRES: io != nullptr.
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, std::shared_ptr<IoBackend> io,
+                                           const OriginOptions& options = OriginOptions());
 
 }  // namespace stoker

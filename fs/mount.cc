@@ -214,7 +214,8 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
   const auto started = std::chrono::steady_clock::now();
   STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, PrepareMountpoint(options.mountpoint));
   SetDirectIoEnabled(options.cache.direct_io);
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin, MakeOrigin(options.origin));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin,
+                          MakeOrigin(options.origin, options.origin_options));
   STOKER_RETURN_IF_ERROR(CheckNesting(options.origin, mountpoint, options.cache.dir));
   // With views, fs/ and the cache both see the ViewNamespace over the origin.
   STOKER_ASSIGN_OR_RETURN(ViewMount views,

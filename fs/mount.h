@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cache/options.h"
+#include "cache/origin.h"
 #include "decode/decode_pool.h"
 #include "decode/view_options.h"
 #include "util/status.h"
@@ -16,8 +17,9 @@
 namespace stoker {
 
 struct MountOptions {
-  std::string origin;      // a directory (later s3://, http(s)://)
-  std::string mountpoint;  // must exist and be empty; a stale FUSE mount is cleared
+  std::string origin;            // a directory, s3://BUCKET/PREFIX or http(s)://HOST/PATH/
+  OriginOptions origin_options;  // remote origins only (cache/origin.h)
+  std::string mountpoint;        // must exist and be empty; a stale FUSE mount is cleared
   CacheOptions cache;
   // -o options for FUSE, passed through ("allow_other", "default_permissions").
   std::vector<std::string> fuse_options;

@@ -29,7 +29,7 @@ namespace {
 constexpr int kDaemonExitWaitMs = 10000;
 
 std::string MakeAbsolute(const std::string& path) {
-  if (path.find("://") != std::string::npos) return path;  // later: s3://, http(s)://
+  if (path.find("://") != std::string::npos) return path;  // s3://, http(s)://
   std::error_code ec;
   std::filesystem::path p = std::filesystem::absolute(path, ec);
   if (ec) p = path;
@@ -247,6 +247,43 @@ Result<uint64_t> ParseWholeNumber(const char* flag, const std::string& v, const 
   return std::stoull(v);
 }
 
+Status ToOriginOptions(const MountArgs& args, uint64_t revalidate_seconds, OriginOptions* o) {
+  const bool remote = args.origin.find("://") != std::string::npos;
+  const bool s3 = args.origin.rfind("s3://", 0) == 0;
+  if (!s3 && (!args.s3_endpoint.empty() || args.s3_path_style)) {
+    return Status::Invalid("--s3-endpoint and --s3-path-style are for s3:// origins");
+  }
+  if ((!remote || s3) && !args.manifest.empty()) {
+    return Status::Invalid("--manifest is for http(s):// origins");
+  }
+  o->s3_endpoint = args.s3_endpoint;
+  o->s3_path_style = args.s3_path_style;
+  o->manifest = args.manifest.empty() ? "" : MakeAbsolute(args.manifest);
+  o->listing_ttl_seconds = revalidate_seconds;
+  STOKER_ASSIGN_OR_RETURN(uint64_t page,
+                          ParseWholeNumber("--s3-page-size", args.s3_page_size, "keys"));
+  if (page < 1 || page > 1000) {
+    return Status::Invalid("--s3-page-size " + args.s3_page_size + ": must be 1..1000");
+  }
+  o->s3_page_size = static_cast<int>(page);
+  STOKER_ASSIGN_OR_RETURN(
+      uint64_t connect,
+      ParseWholeNumber("--origin-connect-timeout", args.origin_connect_timeout, "seconds"));
+  STOKER_ASSIGN_OR_RETURN(uint64_t stall, ParseWholeNumber("--origin-stall-timeout",
+                                                           args.origin_stall_timeout, "seconds"));
+  STOKER_ASSIGN_OR_RETURN(uint64_t retries,
+                          ParseWholeNumber("--origin-retries", args.origin_retries, "retries"));
+  if (connect < 1 || connect > 3600 || stall < 1 || stall > 3600) {
+    return Status::Invalid("--origin-connect-timeout and --origin-stall-timeout: 1..3600 seconds");
+  }
+  if (retries > 100)
+    return Status::Invalid("--origin-retries " + args.origin_retries + ": at most 100");
+  o->connect_timeout_s = static_cast<long>(connect);
+  o->stall_timeout_s = static_cast<long>(stall);
+  o->retries = static_cast<int>(retries);
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<MountOptions> ToMountOptions(const MountArgs& args) {
@@ -306,6 +343,7 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   }
   o.log_level = args.log_level;
   o.cache.direct_io = !args.no_direct_io;
+  STOKER_RETURN_IF_ERROR(ToOriginOptions(args, o.cache.revalidate_seconds, &o.origin_options));
   o.fuse_options = SplitFuseOptions(args.fuse_options);
   std::set<std::string> view_names;
   for (const std::string& v : args.views) {
@@ -326,7 +364,9 @@ Subcommand AddMountCommand(CLI::App& root) {
   auto args = std::make_shared<MountArgs>();
   CLI::App* app = root.add_subcommand(
       "mount", "Mount ORIGIN at MOUNTPOINT, read-only, with an SSD cache in front of it");
-  app->add_option("ORIGIN", args->origin, "Directory to overlay (an HDD or NFS/SMB mount)")
+  app->add_option("ORIGIN", args->origin,
+                  "What to overlay: a directory (an HDD or NFS/SMB mount), s3://BUCKET[/PREFIX] "
+                  "or http(s)://HOST/PATH/")
       ->required();
   app->add_option("MOUNTPOINT", args->mountpoint, "Empty directory to mount on")->required();
   app->add_option("--cache", args->cache_dir,
@@ -366,6 +406,25 @@ Subcommand AddMountCommand(CLI::App& root) {
                   "options channels=0|1|3,dct=fast|accurate,feature=KEY,on_error=fail|skip; "
                   "repeatable")
       ->allow_extra_args(false);
+  app->add_option("--s3-endpoint", args->s3_endpoint,
+                  "S3-compatible server for s3:// origins: http(s)://HOST[:PORT] (default AWS; "
+                  "credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials, "
+                  "region from AWS_REGION)");
+  app->add_flag("--s3-path-style", args->s3_path_style,
+                "Address the bucket in the path (ENDPOINT/BUCKET/KEY), not the host name");
+  app->add_option("--s3-page-size", args->s3_page_size)->group("");  // tests
+  app->add_option("--manifest", args->manifest,
+                  "For http(s):// origins: a file listing the tree, one 'PATH SIZE' per line "
+                  "(default: the server's autoindex listings)");
+  app->add_option("--origin-connect-timeout", args->origin_connect_timeout,
+                  "Remote origins: seconds to wait for a connection")
+      ->capture_default_str();
+  app->add_option("--origin-stall-timeout", args->origin_stall_timeout,
+                  "Remote origins: seconds a transfer may stall before it is retried")
+      ->capture_default_str();
+  app->add_option("--origin-retries", args->origin_retries,
+                  "Remote origins: retries of a failed request (exponential backoff)")
+      ->capture_default_str();
   app->add_option("--log-file", args->log_file,
                   "Log here instead of CACHE_DIR/stoker.log (or stderr with --foreground)");
   return {

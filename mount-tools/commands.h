@@ -64,6 +64,14 @@ struct MountArgs {
   bool foreground = false;
   bool no_direct_io = false;
   std::vector<std::string> views;  // --view NAME[:OPTIONS], repeatable
+  // Remote origins (s3://, http(s)://).
+  std::string s3_endpoint;
+  bool s3_path_style = false;
+  std::string s3_page_size = "1000";  // hidden: a test seam
+  std::string manifest;
+  std::string origin_connect_timeout = "10";  // seconds
+  std::string origin_stall_timeout = "30";    // seconds
+  std::string origin_retries = "5";
 };
 
 // Chunk sizes the cache accepts: a multiple of 4096 in [64 KiB, 64 MiB].

@@ -40,6 +40,43 @@ TEST(ToMountOptions, Defaults) {
   EXPECT_EQ(o->ready_fd, -1);
 }
 
+TEST(ToMountOptions, RemoteOriginFlags) {
+  MountArgs a = Args();
+  a.origin = "s3://bucket/prefix";
+  a.s3_endpoint = "http://127.0.0.1:9000";
+  a.s3_path_style = true;
+  a.revalidate = "5";
+  a.origin_retries = "2";
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->origin, "s3://bucket/prefix");
+  EXPECT_EQ(o->origin_options.s3_endpoint, "http://127.0.0.1:9000");
+  EXPECT_TRUE(o->origin_options.s3_path_style);
+  EXPECT_EQ(o->origin_options.listing_ttl_seconds, 5u);
+  EXPECT_EQ(o->origin_options.retries, 2);
+
+  a.manifest = "m.txt";  // an HTTP flag on an S3 origin
+  EXPECT_EQ(ToMountOptions(a).status().code(), EINVAL);
+  a.origin = "https://host/data/";
+  a.s3_endpoint.clear();
+  a.s3_path_style = false;
+  o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->origin_options.manifest.front(), '/');  // made absolute: the daemon runs in /
+  a.s3_endpoint = "http://x";
+  EXPECT_EQ(ToMountOptions(a).status().code(), EINVAL);
+
+  MountArgs local = Args();
+  local.manifest = "m.txt";
+  EXPECT_EQ(ToMountOptions(local).status().code(), EINVAL);
+  local = Args();
+  local.s3_page_size = "0";
+  EXPECT_EQ(ToMountOptions(local).status().code(), EINVAL);
+  local = Args();
+  local.origin_stall_timeout = "x";
+  EXPECT_EQ(ToMountOptions(local).status().code(), EINVAL);
+}
+
 TEST(ToMountOptions, SizesAndOptions) {
   MountArgs a = Args();
   a.cache_size = "200G";

@@ -263,7 +263,8 @@ class StokerMount:
     nothing mounted and no daemon alive."""
 
     def __init__(self, origin, mnt, cache, args=()):
-        self.origin = Path(origin)
+        # A URL (s3://, http://) stays a string: Path would fold its '//'.
+        self.origin = origin if "://" in str(origin) else Path(origin)
         self.mnt = Path(mnt)
         self.cache = Path(cache)
         self.args = [str(a) for a in args]
