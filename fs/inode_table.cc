@@ -33,6 +33,17 @@ Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, cons
     return Status::Error(ESTALE, "lookup in unknown node " + std::to_string(parent));
   }
   auto kit = by_origin_.find(key);
+  if (kit != by_origin_.end() && !S_ISDIR(st.st_mode) && st.st_nlink <= 1) {
+    Node& node = nodes_.at(kit->second);
+    if (node.parent != parent || node.name != name) {
+      // One link, so not a hard link: the origin gave a freed inode number
+      // to another file (a file replaced by write-temp + rename). Sharing the
+      // node would serve this file's bytes under the old one's name.
+      node.keyed = false;
+      by_origin_.erase(kit);
+      kit = by_origin_.end();
+    }
+  }
   if (kit != by_origin_.end()) {
     const uint64_t id = kit->second;
     Node& node = nodes_.at(id);

@@ -9,7 +9,9 @@
 // to still exist). Directories are re-pointed too, unless that would make a
 // node its own ancestor (a bind mount looping back inside the origin).
 // An inode number reused by the origin for a different type of object gets a
-// fresh node; the old one lives on, unkeyed, until the kernel forgets it.
+// fresh node; the old one lives on, unkeyed, until the kernel forgets it. So
+// does a non-directory with one link reached by another name: not a hard link
+// but a freed inode number given to another file (write-temp + rename).
 //
 // Lookup counts follow the FUSE protocol: each reply that gives a node id to
 // the kernel (lookup, create-less readdirplus entry) adds one; forget subtracts

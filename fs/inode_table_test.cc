@@ -10,11 +10,12 @@ namespace {
 
 constexpr uint64_t kFirst = 16;
 
-struct stat Attr(uint64_t ino, mode_t type = S_IFREG, uint64_t dev = 7) {
+struct stat Attr(uint64_t ino, mode_t type = S_IFREG, uint64_t dev = 7, nlink_t nlink = 1) {
   struct stat st {};
   st.st_dev = dev;
   st.st_ino = ino;
   st.st_mode = type | 0644;
+  st.st_nlink = type == S_IFDIR ? 2 : nlink;
   return st;
 }
 
@@ -78,9 +79,9 @@ TEST(InodeTableTest, ParentStaysWhileAChildIsLive) {
 
 TEST(InodeTableTest, HardLinksShareOneNode) {
   InodeTable t(kFirst);
-  uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100));
+  uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100, S_IFREG, 7, 2));
   uint64_t d = *t.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
-  uint64_t b = *t.Lookup(d, "b", Attr(100));
+  uint64_t b = *t.Lookup(d, "b", Attr(100, S_IFREG, 7, 2));
   EXPECT_EQ(a, b);
   EXPECT_EQ(t.LookupCount(a), 2u);
   EXPECT_EQ(*t.Path(a), "d/b") << "re-pointed at the newest name";
@@ -93,10 +94,10 @@ TEST(InodeTableTest, HardLinksShareOneNode) {
 TEST(InodeTableTest, RepointingAwayFromAParentReleasesIt) {
   InodeTable t(kFirst);
   uint64_t d = *t.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
-  uint64_t a = *t.Lookup(d, "a", Attr(100));
+  uint64_t a = *t.Lookup(d, "a", Attr(100, S_IFREG, 7, 2));
   t.Forget(d, 1);
   ASSERT_EQ(t.size(), 3u);
-  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "link", Attr(100)), a);
+  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "link", Attr(100, S_IFREG, 7, 2)), a);
   EXPECT_EQ(t.size(), 2u) << "d had no lookups and no other child";
   EXPECT_EQ(*t.Path(a), "link");
 }
@@ -117,6 +118,24 @@ TEST(InodeTableTest, ReusedInodeNumberOfAnotherTypeGetsAFreshNode) {
   t.Forget(f, 1);
   EXPECT_TRUE(t.Path(d).ok());
   EXPECT_EQ(t.size(), 2u);
+}
+
+// Issue 6, reliability suite (concurrency part): "f022" was replaced by
+// write-temp + rename, the origin gave its freed inode number to the next temp
+// file, which became "f023"; the lookup of "f023" re-pointed f022's node,
+// and reads of f022 returned f023's bytes.
+TEST(InodeTableTest, InodeNumberReusedByAnotherSingleLinkFileGetsAFreshNode) {
+  InodeTable t(kFirst);
+  uint64_t old = *t.Lookup(InodeTable::kRootId, "f022", Attr(100));
+  uint64_t other = *t.Lookup(InodeTable::kRootId, "f023", Attr(100));
+  EXPECT_NE(old, other);
+  EXPECT_EQ(*t.Path(old), "f022") << "the old node keeps its own name";
+  EXPECT_EQ(*t.Path(other), "f023");
+  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "f023", Attr(100)), other) << "keyed to the new file";
+  t.Forget(old, 1);
+  EXPECT_EQ(*t.Path(other), "f023");
+  t.Forget(other, 2);
+  EXPECT_EQ(t.size(), 1u);
 }
 
 TEST(InodeTableTest, DirectoryLoopIsNotRepointedIntoACycle) {

@@ -1,0 +1,106 @@
+"""Dead origin: the origin lives on its own loop-mounted ext4; half of the
+tree is read (cached), then that filesystem is shut down (EXT4_IOC_SHUTDOWN:
+every access, even through descriptors the daemon already holds, fails
+with EIO, as a dead disk or NAS would).
+
+Proves: cached files are still served with correct bytes, uncached reads
+fail with an error (EIO/ENOENT/ESTALE/ENOTCONN...) instead of hanging
+(each under a deadline) and the daemon stays up; after the origin
+filesystem comes back (an identical copy of its image mounted at the same
+path), everything reads correctly again: first on the running mount; if
+the daemon cannot recover by itself, that is a failed check, and a stoker
+remount on the same cache must then serve everything."""
+
+import errno
+import os
+import random
+
+import rel
+from rel import ARGS, MIB, lib
+
+READ_DEADLINE = 60  # a failing read must return; this only tells a hang
+
+
+def dead_origin(tally, scratch, quick, seed):
+    rng = random.Random(seed)
+    odir, dev = rel.loop_ext4(scratch, "origin", 160 * MIB)
+    sizes = rel.make_tree(odir / "tree", rng, 24 if quick else 60, 3 * MIB)
+    rels = sorted(sizes)
+    cached, uncached = rels[::2], rels[1::2]
+    keep = scratch.path("expected")  # a copy to compare with once the origin is dead
+    for r in rels:
+        lib.write_random(keep / r, 0)
+        (keep / r).write_bytes((odir / "tree" / r).read_bytes())
+    os.sync()
+    lib.run(["umount", str(odir)], timeout=60)
+    spare = scratch.path("origin-spare.img")  # the origin that "comes back"
+    spare.write_bytes(scratch.path("origin.img").read_bytes())
+    rel.sh("mount", dev, str(odir))
+    args = ARGS + ["--cache-size", "1G"]
+    m = scratch.stoker_mount(odir / "tree", "do", args)
+    rel.compare_everything(tally, keep, m.mnt, cached)
+    lib.drop_caches()
+    rel.shutdown_fs(odir)
+    tally.add(faults=1)
+    tally.say(f"origin ext4 shut down after caching {len(cached)} of {len(rels)} files")
+
+    tally.add(cases=1)
+    rel.compare_everything(tally, keep, m.mnt, cached)
+    errors = uncached_reads_fail(tally, m, keep, uncached)
+    tally.say(f"while dead: cached files compared; uncached reads failed with {sorted(errors)}")
+    if not lib.pid_alive(m.pid):
+        tally.fail("the daemon died when the origin did")
+        return
+
+    tally.add(cases=1)
+    lib.run(["umount", "-l", str(odir)], timeout=30)
+    dev2 = rel.sh("losetup", "-f", "--show", str(spare)).strip()
+    scratch.loops.append(dev2)
+    rel.sh("mount", dev2, str(odir))
+    tally.say("origin filesystem back (a copy of its image) at the same path")
+    lib.drop_caches()
+    if recovered(m, keep, uncached):
+        tally.say("the running mount recovered by itself")
+    else:
+        tally.fail("the running mount did not recover when the origin came back "
+                   "(it keeps the dead filesystem's root descriptor); remounting stoker")
+        m.unmount()
+        m = scratch.stoker_mount(odir / "tree", "do", args, cache=m.cache)
+    rel.compare_everything(tally, keep, m.mnt, rels)
+    m.unmount()
+
+
+def uncached_reads_fail(tally, m, keep, rels):
+    """Reads each uncached file under a deadline; each must fail, not hang
+    and not return wrong bytes (right ones: the daemon prefetched them).
+    Returns the set of errno names seen."""
+    seen = set()
+    for r in rels:
+        try:
+            data = lib.with_deadline(lib.read_file, m.mnt / r, timeout=READ_DEADLINE,
+                                     what=f"read {r} from a dead origin")
+        except lib.Hung:
+            tally.add(hangs=1)
+            tally.say(f"HANG: read of uncached {r} did not return within {READ_DEADLINE}s")
+            return seen
+        except OSError as e:
+            seen.add(errno.errorcode.get(e.errno, str(e.errno)))
+            continue
+        if data == (keep / r).read_bytes():
+            seen.add("served: prefetched before the origin died")
+        else:
+            tally.mismatch(f"{r}: {len(data)} wrong bytes read while the origin was dead")
+    return seen
+
+
+def recovered(m, keep, rels):
+    """True when the running mount reads the uncached files correctly."""
+    def go():
+        for r in rels:
+            try:
+                if lib.read_file(m.mnt / r) != (keep / r).read_bytes():
+                    return False
+            except OSError:
+                return False
+        return True
+    return lib.with_deadline(go, timeout=READ_DEADLINE * 2, what="reads after recovery")
