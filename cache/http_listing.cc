@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cache/http_date.h"
+#include "cache/origin.h"
 #include "cache/url.h"
 #include "cache/xml.h"
 

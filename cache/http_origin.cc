@@ -24,10 +24,6 @@ HttpClient::Options ClientOptions(const OriginOptions& o) {
   return c;
 }
 
-Status BadPath(const std::string& path) {
-  return Status::Invalid("origin path '" + path + "' is not a plain relative path");
-}
-
 }  // namespace
 
 Result<std::shared_ptr<HttpOrigin>> HttpOrigin::Create(const std::string& url,
@@ -159,7 +155,7 @@ Result<ListingCache::Listing> HttpOrigin::List(const std::string& dir, int max_r
 }
 
 Result<struct stat> HttpOrigin::Stat(const std::string& path) {
-  if (!IsPlainRelativePath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   RemoteEntry dir;
   dir.is_dir = true;
   if (path.empty()) return StatOf(path, dir);
@@ -191,7 +187,7 @@ Result<struct stat> HttpOrigin::Stat(const std::string& path) {
 
 Status HttpOrigin::ReadDir(const std::string& path,
                            const std::function<bool(const OriginDirEntry&)>& fn) {
-  if (!IsPlainRelativePath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   const std::vector<RemoteEntry>* entries = nullptr;
   ListingCache::Listing listing;
   if (manifest_) {
@@ -225,7 +221,7 @@ Result<std::string> HttpOrigin::ReadLink(const std::string& path) {
 }
 
 Result<std::unique_ptr<OriginFile>> HttpOrigin::Open(const std::string& path) {
-  if (!IsPlainRelativePath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   if (path.empty()) return Status::Error(EISDIR, base_ + ": is a directory");
   if (manifest_) {
     const RemoteEntry* m = manifest_->Find(path);

@@ -23,26 +23,6 @@ namespace {
 
 constexpr uint64_t kResolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 
-// Relative, '/'-separated, no "", "." or ".." component, no NUL.
-bool ValidPath(const std::string& path) {
-  if (path.empty()) return true;
-  if (path.find('\0') != std::string::npos || path.front() == '/') return false;
-  size_t start = 0;
-  for (;;) {
-    size_t end = path.find('/', start);
-    std::string_view c(path.data() + start, (end == std::string::npos ? path.size() : end) - start);
-    if (c.empty() || c == "." || c == "..") return false;
-    if (end == std::string::npos) return true;
-    start = end + 1;
-  }
-}
-
-Status BadPath(const std::string& path) {
-  std::string shown;
-  for (char c : path) shown += c == '\0' ? std::string("\\0") : std::string(1, c);
-  return Status::Invalid("origin path '" + shown + "' is not a plain relative path");
-}
-
 // Opens comp relative to dir without following it; a symlink gives ELOOP
 // (O_PATH|O_DIRECTORY|O_NOFOLLOW on a symlink reports ENOTDIR instead).
 int OpenNoFollow(int dir, const char* comp, int flags) {
@@ -226,7 +206,7 @@ int LocalOrigin::WithParent(const std::string& path,
 }
 
 Result<struct stat> LocalOrigin::Stat(const std::string& path) {
-  if (!ValidPath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   struct stat st;
   int rc = WithParent(path, [&](int dir, const char* name) {
     return ::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
@@ -237,7 +217,7 @@ Result<struct stat> LocalOrigin::Stat(const std::string& path) {
 
 Status LocalOrigin::ReadDir(const std::string& path,
                             const std::function<bool(const OriginDirEntry&)>& fn) {
-  if (!ValidPath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   int fd = OpenBeneath(path, O_RDONLY | O_DIRECTORY);
   if (fd < 0) return Error(-fd, "readdir", path);
   std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(fd), ::closedir);
@@ -262,7 +242,7 @@ Status LocalOrigin::ReadDir(const std::string& path,
 }
 
 Result<std::string> LocalOrigin::ReadLink(const std::string& path) {
-  if (!ValidPath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   std::string target;
   int rc = WithParent(path, [&](int dir, const char* name) {
     std::string buf(256, '\0');
@@ -282,7 +262,7 @@ Result<std::string> LocalOrigin::ReadLink(const std::string& path) {
 }
 
 Result<std::unique_ptr<OriginFile>> LocalOrigin::Open(const std::string& path) {
-  if (!ValidPath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   // O_NONBLOCK: a FIFO swapped in for a file must not block the open.
   int fd = OpenBeneath(path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return Error(-fd, "open", path);
@@ -315,7 +295,7 @@ Result<std::unique_ptr<OriginFile>> LocalOrigin::Open(const std::string& path) {
 // resolved safely and the leaf is named through its /proc/self/fd link with
 // the l-variants, which do not follow a symlink leaf.
 Result<std::string> LocalOrigin::GetXattr(const std::string& path, const std::string& name) {
-  if (!ValidPath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   if (name.empty() || name.find('\0') != std::string::npos) {
     return Status::Invalid("bad xattr name");
   }
@@ -340,7 +320,7 @@ Result<std::string> LocalOrigin::GetXattr(const std::string& path, const std::st
 }
 
 Result<std::vector<std::string>> LocalOrigin::ListXattr(const std::string& path) {
-  if (!ValidPath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   std::string list;
   int rc = WithParent(path, [&](int dir, const char* leaf) {
     std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <string_view>
 
 #include "cache/http_origin.h"
 #include "cache/io_backend.h"
@@ -39,6 +40,25 @@ OriginIdentity IdentityFromStat(const struct stat& st) {
   id.ino = static_cast<uint64_t>(st.st_ino);
   id.dev = static_cast<uint64_t>(st.st_dev);
   return id;
+}
+
+bool IsPlainRelativePath(const std::string& path) {
+  if (path.empty()) return true;
+  if (path.find('\0') != std::string::npos || path.front() == '/') return false;
+  size_t start = 0;
+  for (;;) {
+    size_t end = path.find('/', start);
+    std::string_view c(path.data() + start, (end == std::string::npos ? path.size() : end) - start);
+    if (c.empty() || c == "." || c == "..") return false;
+    if (end == std::string::npos) return true;
+    start = end + 1;
+  }
+}
+
+Status NotPlainRelativePath(const std::string& path) {
+  std::string shown;
+  for (char c : path) shown += c == '\0' ? std::string("\\0") : std::string(1, c);
+  return Status::Invalid("origin path '" + shown + "' is not a plain relative path");
 }
 
 namespace {

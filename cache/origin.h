@@ -106,6 +106,12 @@ class Origin {
 
 OriginIdentity IdentityFromStat(const struct stat& st);
 
+// The paths every backend takes: relative, '/'-separated, no "", "." or ".."
+// component, no NUL ("" is the root).
+bool IsPlainRelativePath(const std::string& path);
+// EINVAL naming such a path (a NUL shown as \0).
+Status NotPlainRelativePath(const std::string& path);
+
 }  // namespace stoker
 
 namespace stoker {

@@ -33,19 +33,6 @@ struct stat RemoteStat(const std::string& path, const RemoteEntry& e, int64_t di
   return st;
 }
 
-bool IsPlainRelativePath(const std::string& path) {
-  if (path.empty()) return true;
-  if (path.find('\0') != std::string::npos || path.front() == '/') return false;
-  size_t start = 0;
-  for (;;) {
-    size_t end = path.find('/', start);
-    std::string_view c(path.data() + start, (end == std::string::npos ? path.size() : end) - start);
-    if (c.empty() || c == "." || c == "..") return false;
-    if (end == std::string::npos) return true;
-    start = end + 1;
-  }
-}
-
 std::string ParentOf(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "" : path.substr(0, slash);

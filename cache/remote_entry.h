@@ -38,9 +38,6 @@ struct RemoteEntry {
 // path: origin-relative ("" = the root); dir_time: the directories' times.
 struct stat RemoteStat(const std::string& path, const RemoteEntry& e, int64_t dir_time);
 
-// Relative, '/'-separated, no "", "." or ".." component, no NUL.
-bool IsPlainRelativePath(const std::string& path);
-
 // Listings of directories, fresh for ttl_seconds (0: never), at most
 // max_dirs of them (the least recently stored goes first); and the paths
 // seen to be directories. Stale listings and known directories answer while

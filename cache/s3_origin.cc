@@ -28,10 +28,6 @@ HttpClient::Options ClientOptions(const OriginOptions& o) {
   return c;
 }
 
-Status BadPath(const std::string& path) {
-  return Status::Invalid("origin path '" + path + "' is not a plain relative path");
-}
-
 bool ValidBucket(const std::string& b) {
   if (b.size() < 3 || b.size() > 63) return false;
   for (unsigned char c : b) {
@@ -253,7 +249,7 @@ Result<bool> S3Origin::IsDir(const std::string& path) {
 }
 
 Result<struct stat> S3Origin::Stat(const std::string& path) {
-  if (!IsPlainRelativePath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   RemoteEntry dir;
   dir.is_dir = true;
   if (path.empty()) return StatOf(path, dir);
@@ -280,7 +276,7 @@ Result<struct stat> S3Origin::Stat(const std::string& path) {
 
 Status S3Origin::ReadDir(const std::string& path,
                          const std::function<bool(const OriginDirEntry&)>& fn) {
-  if (!IsPlainRelativePath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   Result<ListingCache::Listing> listed = List(path);
   ListingCache::Listing listing;
   if (listed.ok()) {
@@ -303,7 +299,7 @@ Result<std::string> S3Origin::ReadLink(const std::string& path) {
 }
 
 Result<std::unique_ptr<OriginFile>> S3Origin::Open(const std::string& path) {
-  if (!IsPlainRelativePath(path)) return BadPath(path);
+  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   if (path.empty()) return Status::Error(EISDIR, Name(path) + ": is a directory");
   Result<RemoteEntry> head = Head(path);
   if (!head.ok()) {
