@@ -352,7 +352,7 @@ class ViewFile final : public OriginFile {
     // records both get there.
     for (const auto& [i, p] : others) {
       std::unique_lock<std::mutex> g(p->mu);
-      p->cv.wait(g, [&] { return p->done; });
+      p->cv.wait(g, [&p = p] { return p->done; });
       if (!p->status.ok()) return p->status;
       produced[i - first] = p->bytes;  // null: failed for good, reads as zeros
     }

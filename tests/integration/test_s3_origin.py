@@ -52,8 +52,10 @@ def objects():
     return out
 
 
-# Keys that no path can name: stoker leaves them out of listings.
-HIDDEN_KEYS = ["withmarker/", "odd//double-slash", "dots/./x"]
+# Keys that no path can name: stoker leaves them out of listings (a '..'
+# key must never become a name that walks out of the tree).
+HIDDEN_KEYS = ["withmarker/", "odd//double-slash", "dots/./x", "dots/../escape", "dotdot/..",
+               "up/../../outside"]
 
 
 def put_all(client, objs):
@@ -135,8 +137,10 @@ def sha(data):
 def test_listing_is_the_prefix_tree(mnt, objs):
     want = expected_listing(objs)
     # The directories of the hidden keys exist; the keys themselves do not.
-    want["."] = sorted(want["."] + ["odd", "dots"])
-    want["odd"] = want["dots"] = []
+    hidden_dirs = ["odd", "dots", "dotdot", "up"]
+    want["."] = sorted(want["."] + hidden_dirs)
+    for d in hidden_dirs:
+        want[d] = []
     assert with_deadline(listing_of, mnt.mnt) == want
 
 
