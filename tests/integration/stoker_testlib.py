@@ -228,14 +228,17 @@ def cleanup_under(root):
 # Page cache
 
 
-def drop_caches(files=()):
+def drop_caches(files=(), system=True):
     """Makes the next reads reach the daemon: drop the kernel page cache
     (root), and also fadvise(DONTNEED) each given file, which works where
-    /proc/sys/vm/drop_caches cannot be written (some containers)."""
+    /proc/sys/vm/drop_caches cannot be written (some containers).
+    system=False: the files alone (a dead ext4 answers ENOENT for every name
+    once its dentries are dropped, which would look like deleted files)."""
     os.sync()
     try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
+        if system:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
     except OSError:
         pass
 
@@ -626,3 +629,4 @@ def fsck(cache, *args, timeout=300):
 def seeded(name):
     """A reproducible rng per test name (stable across runs)."""
     return random.Random(zlib.crc32(name.encode()))
+

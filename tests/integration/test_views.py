@@ -16,6 +16,7 @@ Numbered scenarios:
     frame headers: on_error=skip leaves them out, on_error=fail reads EIO;
     each is counted and listed in .stoker/errors; the daemon stays up.
  7. Bad --view arguments and name collisions are refused at mount.
+ 8. A dead origin: view files read before are still served from the cache.
 """
 
 import errno
@@ -640,3 +641,29 @@ def test_hostile_inputs_never_crash_or_lie(mounts, tmp_path, on_error):
     # The daemon still serves the raw tree and good view files.
     good = np.load(io.BytesIO(read(view / "good.jpg.npy")))
     assert good.shape == (120, 160, 3)
+
+
+# 8 ------------------------------------------------------------------------
+
+
+def test_cached_view_is_served_while_the_origin_is_dead(mounts, origin):
+    """8. A view file read once is served from the SSD tier when the origin
+    dies: stat and read give the same bytes; a view file never looked at
+    fails with EIO, not a hang; the daemon stays up. The origin is a NAS
+    whose server is gone: another stoker mount, killed (ENOTCONN for every
+    call, as a dead sshfs or FUSE NAS client gives)."""
+    root, jpegs = origin
+    nas = mounts.make(root, args=ARGS)
+    m = mounts.make(nas.mnt, args=view_args("decoded", extra=["--revalidate", "0"]))
+    view = m.mnt / ".decoded" / "train"
+    cached = {name: read(view / name) for name in ("shard-00000-of-00002", "big.jpg.npy")}
+    lib.kill_and_reap(nas.pid)
+    lib.drop_caches([view / n for n in cached], system=False)
+    for name, data in cached.items():
+        assert os.stat(view / name).st_size == len(data), name
+        assert read(view / name) == data, name
+    with pytest.raises(OSError) as e:
+        read(view / "sub" / "shard-00001-of-00002")
+    assert e.value.errno in (errno.EIO, errno.ENOTCONN)
+    assert m.stats()["origin_errors"] > 0
+    m.unmount()
