@@ -124,7 +124,10 @@ Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
       return Status::Invalid("index '" + options.path + "' has no meta record");
     }
     meta.chunk_size = options.chunk_size_if_new;
+    // Synced, unlike every later write: an index that exists without its
+    // meta record after a power cut could not be told from a damaged one.
     rocksdb::WriteOptions wo;
+    wo.sync = true;
     STOKER_RETURN_IF_ERROR(
         FromRocks(db->Put(wo, kMetaKey, EncodeMeta(meta)), "write index meta record"));
   } else {
