@@ -300,13 +300,16 @@ def way1_layout(world):
 
 
 def daemon_in_namespace(world, flags, origin, mnt, cache, setup="", run_as="",
-                        foreground=True):
+                        foreground=True, pid1=True):
     """A namespace whose PID 1 is `stoker mount` (after the shell lines in
     setup, under the command prefix run_as); returns once the mount answers
-    inside it."""
-    ns = world.namespace(flags, f"{setup}exec {run_as}{lib.STOKER_BIN} mount {origin} {mnt} "
-                                f"--cache {cache} {' '.join(SHARE_ARGS)}"
-                                + (" --foreground" if foreground else ""))
+    inside it. With pid1=False the shell stays PID 1: it reports the
+    daemon's exit on stderr and idles until close()."""
+    mount = (f"{run_as}{lib.STOKER_BIN} mount {origin} {mnt} --cache {cache} "
+             f"{' '.join(SHARE_ARGS)}" + (" --foreground" if foreground else ""))
+    script = (f"{setup}exec {mount}" if pid1 else
+              f"{setup}{mount}; echo \"daemon exited $?\" >&2; exec sleep 86400")
+    ns = world.namespace(flags, script)
     lib.wait_until(lambda: ns.run(["test", "-e", f"{mnt}/.stoker/stats.json"]).returncode == 0
                    or ns._died(), lib.MOUNT_TIMEOUT, what="mount live inside the namespace")
     return ns
@@ -559,7 +562,8 @@ def test_user_with_no_new_privs(world):
 # A non-root daemon
 
 
-def test_non_root_daemon_allow_other_enforces_origin_bits(world):
+@pytest.mark.parametrize("stop", ["sigterm", "user-unmount"])
+def test_non_root_daemon_allow_other_enforces_origin_bits(world, stop):
     """`stoker mount` as a user through fusermount3, in a private mount
     namespace set up by user_fuse_setup, where the daemon and its readers
     run."""
@@ -568,8 +572,8 @@ def test_non_root_daemon_allow_other_enforces_origin_bits(world):
     mnt = world.mkdir("mnt", owner=USER)
     home = world.mkdir("home", owner=USER)
     cache = home / "cache"
-    ns = daemon_in_namespace(world, ["--mount", "--propagation", "private"], origin, mnt, cache,
-                             setup=setup, run_as=f"setpriv --reuid={USER} --regid={USER} "
+    ns = daemon_in_namespace(world, ["--mount", "--propagation", "private", "--mount-proc"],
+                             origin, mnt, cache, setup=setup, pid1=stop == "sigterm", run_as=f"setpriv --reuid={USER} --regid={USER} "
                                                  "--clear-groups -- ")
     r = ns.run(["grep", "-F", f" {mnt} ", "/proc/self/mountinfo"])
     assert f"user_id={USER}" in r.stdout and "allow_other" in r.stdout, lib.describe(r)
@@ -583,7 +587,15 @@ def test_non_root_daemon_allow_other_enforces_origin_bits(world):
     st = os.stat(cache)
     assert st.st_uid == USER and stat.S_IMODE(st.st_mode) == 0o700, "cache dir must be the user's, 0700"
     assert all(os.stat(p).st_uid == USER for p in lib.cache_data_files(cache))
-    stop_cleanly(ns, mnt)
+    if stop == "sigterm":
+        stop_cleanly(ns, mnt)
+        return
+    # The user unmounts (through fusermount3 -u); `stoker unmount` returns
+    # once the daemon has exited, 0. (Not with the daemon as PID 1: its exit
+    # ends the namespace and kills the unmount command with it.)
+    r = ns.run([lib.STOKER_BIN, "unmount", mnt], uid=USER)
+    assert r.returncode == 0, lib.describe(r)
+    assert "daemon exited 0" in ns.stderr() and f"unmounted {mnt}" in ns.stderr(), ns.stderr()
 
 
 # ---------------------------------------------------------------------------
