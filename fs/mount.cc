@@ -23,6 +23,7 @@
 #include "fs/control_files.h"
 #include "fs/control_requests.h"
 #include "fs/control_socket.h"
+#include "fs/fuse_access.h"
 #include "fs/fuse_ops.h"
 #include "fs/inval_notifier.h"
 #include "fs/mountpoint.h"
@@ -212,6 +213,9 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
 
 Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
   const auto started = std::chrono::steady_clock::now();
+  // Before anything is opened or created: a container without /dev/fuse or
+  // CAP_SYS_ADMIN is told so in one line, not by libfuse's fallbacks.
+  STOKER_RETURN_IF_ERROR(CheckFuseAccess(ProbeFuseAccess()));
   STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, PrepareMountpoint(options.mountpoint));
   SetDirectIoEnabled(options.cache.direct_io);
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin,

@@ -16,8 +16,10 @@
 #include <memory>
 #include <set>
 
+#include "fs/fuse_access.h"
 #include "fs/mountpoint.h"
 #include "mount-tools/commands.h"
+#include "mount-tools/init_process.h"
 #include "mount-tools/mountpoint.h"
 #include "util/log.h"
 #include "util/size.h"
@@ -219,6 +221,26 @@ int RunDaemonized(const MountOptions& options, const std::string& log_file) {
   ClearStaleMount(options.mountpoint);
   PrintError(why);
   return kExitFailure;
+}
+
+// `stoker mount` once its arguments parsed. Returns the exit code.
+int RunMountCommand(const MountArgs& args) {
+  auto options = ToMountOptions(args);
+  if (!options.ok()) {
+    PrintError(options.status().message());
+    return kExitUsage;
+  }
+  if (Status st = CheckFuseAccess(ProbeFuseAccess()); !st.ok()) {
+    PrintError(st.message());
+    return kExitFailure;
+  }
+  std::string log_file = args.log_file.empty() ? "" : MakeAbsolute(args.log_file);
+  // As a container's PID 1, serve in the foreground, in a child of PID 1
+  // (init_process.h): a detached daemon would die with PID 1.
+  if (args.foreground || getpid() == 1) {
+    return RunAsInitIfPid1([&] { return RunForeground(*options, log_file); });
+  }
+  return RunDaemonized(*options, log_file);
 }
 
 }  // namespace
@@ -427,21 +449,7 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--log-file", args->log_file,
                   "Log here instead of CACHE_DIR/stoker.log (or stderr with --foreground)");
-  return {
-      app, [args] {
-        auto options = ToMountOptions(*args);
-        if (!options.ok()) {
-          PrintError(options.status().message());
-          return kExitUsage;
-        }
-        if (geteuid() != 0 && !HaveFusermount3()) {
-          PrintError("fusermount3 not found on PATH; mounting as a user needs it (package fuse3)");
-          return kExitFailure;
-        }
-        std::string log_file = args->log_file.empty() ? "" : MakeAbsolute(args->log_file);
-        return args->foreground ? RunForeground(*options, log_file)
-                                : RunDaemonized(*options, log_file);
-      }};
+  return {app, [args] { return RunMountCommand(*args); }};
 }
 
 }  // namespace stoker

@@ -18,6 +18,8 @@
 #include <sstream>
 #include <thread>
 
+#include "fs/fuse_access.h"
+
 namespace stoker {
 namespace {
 
@@ -278,16 +280,6 @@ bool WaitForProcessExit(pid_t pid, int timeout_ms) {
   return true;
 }
 
-bool HaveFusermount3() {
-  const char* env = getenv("PATH");
-  std::string path = env ? env : "/usr/bin:/bin";
-  std::istringstream dirs(path);
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (dir.empty()) dir = ".";
-    if (access((dir + "/fusermount3").c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
+bool HaveFusermount3() { return !FindFusermount3().empty(); }
 
 }  // namespace stoker
