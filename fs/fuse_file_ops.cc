@@ -104,7 +104,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         return;
       }
       h->is_virtual = true;
-      h->content = fs.control->Snapshot(ino);
+      h->content = std::make_shared<const std::string>(fs.control->Snapshot(ino));
       fi->direct_io = 1;  // getattr says size 0; reads must still reach us
       fi->keep_cache = 0;
     } else {
@@ -142,9 +142,10 @@ void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_
       return;
     }
     if (h->is_virtual) {
-      const size_t start = std::min(h->content.size(), static_cast<size_t>(off));
-      const size_t n = std::min(size, h->content.size() - start);
-      reply.Buf(h->content.data() + start, n);
+      std::shared_ptr<const std::string> content = h->content;
+      const size_t start = std::min(content->size(), static_cast<size_t>(off));
+      const size_t n = std::min(size, content->size() - start);
+      reply.Buf(content->data() + start, n);
       return;
     }
     if (!h->derived_path.empty()) {

@@ -49,7 +49,11 @@ namespace stoker {
 struct FileHandle {
   std::shared_ptr<OpenFileState> file;  // origin files
   std::string derived_path;             // set for derived files: Origin::CheckRead each read
-  std::string content;                  // virtual files: the snapshot taken at open
+  // Virtual files: the snapshot taken at open. Shared, so that a read's
+  // reply never points into a handle: once the kernel has the reply, the
+  // reader may close and RELEASE free the handle on another thread while
+  // this one is still returning from the write to /dev/fuse.
+  std::shared_ptr<const std::string> content;
   bool is_virtual = false;
 };
 
