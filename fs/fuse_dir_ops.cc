@@ -49,7 +49,7 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, f
   std::vector<uint64_t> counted;  // lookups taken for entries in this reply
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
-    auto* h = reinterpret_cast<DirHandle*>(fi->fh);
+    HandleSet<DirHandle>::Use h(reinterpret_cast<DirHandle*>(fi->fh));
     if (off < 0) {
       reply.Err(EINVAL);
       return;

@@ -136,7 +136,7 @@ void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_
   Reply reply(req, "read");
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
-    auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+    HandleSet<FileHandle>::Use h(reinterpret_cast<FileHandle*>(fi->fh));
     if (off < 0) {
       reply.Err(EINVAL);
       return;
