@@ -119,6 +119,10 @@ std::string FormatStats(const nlohmann::json& s) {
     for (const auto& v : s["views"]) {
       if (!names.empty()) names += ", ";
       names += v.is_string() ? v.get<std::string>() : "?";
+      if (auto d = s.find("view_decoders");
+          v.is_string() && d != s.end() && d->contains(v.get<std::string>())) {
+        names += " [" + (*d)[v.get<std::string>()].get<std::string>() + "]";
+      }
     }
     rows.emplace_back("views", names.empty() ? "-" : names);
     if (s.contains("decoder")) {
