@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <random>
@@ -9,7 +10,11 @@
 #include <thread>
 #include <vector>
 
+#include "decode/batching_jpeg_decoder.h"
 #include "decode/cpu_jpeg_decoder.h"
+#include "decode/fallback_jpeg_decoder.h"
+#include "decode/gpu_jpeg_decoder.h"
+#include "decode/testing/batch_backends.h"
 #include "decode/testing/test_jpegs.h"
 
 namespace stoker {
@@ -99,15 +104,45 @@ std::vector<uint8_t> Flipped(const std::vector<uint8_t>& img, int height) {
 
 // --- Conformance: what every JpegDecoder must do ---------------------------
 
-// A GPU backend adds itself to the instantiation below.
+// Every implementation, as the views use them (instantiation below). make
+// returns null where the implementation cannot run here (no GPU): skipped.
 struct DecoderBackend {
   const char* name;
   std::function<std::unique_ptr<JpegDecoder>()> make;
 };
 class JpegDecoderConformance : public ::testing::TestWithParam<DecoderBackend> {
  protected:
-  std::unique_ptr<JpegDecoder> decoder_ = GetParam().make();
+  void SetUp() override {
+    decoder_ = GetParam().make();
+    if (!decoder_) GTEST_SKIP() << GetParam().name << " cannot run on this machine";
+  }
+  std::unique_ptr<JpegDecoder> decoder_;
 };
+
+std::unique_ptr<JpegDecoder> BatchedCpu() {
+  return std::make_unique<BatchingJpegDecoder>(
+      std::make_unique<testing::SerialBatchBackend>(NewCpuJpegDecoder(), 2, 8));
+}
+
+// A batch backend that fails every other image (as a GPU running out of
+// memory would), behind the CPU fallback.
+std::unique_ptr<JpegDecoder> FallbackOverFaulty() {
+  auto n = std::make_shared<std::atomic<uint64_t>>(0);
+  auto faulty = std::make_shared<BatchingJpegDecoder>(std::make_unique<testing::SerialBatchBackend>(
+      NewCpuJpegDecoder(), 2, 8, uint64_t{1} << 30, [n](const JpegJob&) {
+        return (*n)++ % 2 ? Status::Error(ENOMEM, "injected") : Status::OK();
+      }));
+  return std::make_unique<FallbackJpegDecoder>(faulty, NewCpuJpegDecoder(),
+                                               std::make_shared<FallbackCounters>());
+}
+
+// The GPU as a view with fallback uses it; null without a device.
+std::unique_ptr<JpegDecoder> GpuWithFallback() {
+  auto gpu = OpenGpuJpegDecoder({});
+  if (!gpu.ok()) return nullptr;
+  return std::make_unique<FallbackJpegDecoder>(*gpu, NewCpuJpegDecoder(),
+                                               std::make_shared<FallbackCounters>());
+}
 
 TEST_P(JpegDecoderConformance, DecodesCloseToTheSource) {
   for (const Sample& s : Samples()) {
@@ -208,10 +243,13 @@ TEST_P(JpegDecoderConformance, ConcurrentDecodesAgree) {
   for (int m : mismatches) EXPECT_EQ(0, m);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, JpegDecoderConformance,
-                         ::testing::Values(DecoderBackend{"cpu",
-                                                          [] { return NewCpuJpegDecoder(); }}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Backends, JpegDecoderConformance,
+    ::testing::Values(DecoderBackend{"cpu", [] { return NewCpuJpegDecoder(); }},
+                      DecoderBackend{"batched_cpu", BatchedCpu},
+                      DecoderBackend{"fallback_over_faulty", FallbackOverFaulty},
+                      DecoderBackend{"gpu_with_fallback", GpuWithFallback}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // --- The CPU decoder is libjpeg-turbo as TensorFlow runs it ----------------
 

@@ -1,8 +1,11 @@
 #include "decode/view_namespace.h"
 
+#include <algorithm>
 #include <set>
+#include <thread>
 
 #include "decode/cpu_jpeg_decoder.h"
+#include "util/log.h"
 
 namespace stoker {
 
@@ -88,6 +91,19 @@ nlohmann::json ViewMount::Stats() const {
   std::vector<std::string> names;
   for (const auto& v : views) names.push_back(v->spec().name);
   j["views"] = names;
+  nlohmann::json decoders = nlohmann::json::object();
+  for (const auto& v : views) decoders[v->spec().name] = v->decoder().name();
+  j["view_decoders"] = decoders;
+  j["decoder"] = decoder;
+  j["decoder_reason"] = decoder_reason;
+  if (fallbacks) {
+    j["decode_fallbacks"] = fallbacks->total();
+    j["decode_fallbacks_unsupported"] = fallbacks->unsupported.load();
+    j["decode_fallbacks_rejected"] = fallbacks->rejected.load();
+    j["decode_fallbacks_no_memory"] = fallbacks->no_memory.load();
+    j["decode_fallbacks_device_error"] = fallbacks->device_errors.load();
+  }
+  if (gpu) j.update(gpu->Stats());
   if (!stats) return j;
   const ViewCounters& c = stats->counters;
   j["view_layouts_computed"] = c.layouts_computed.load();
@@ -105,11 +121,67 @@ nlohmann::json ViewMount::Stats() const {
   return j;
 }
 
+namespace {
+
+bool UsesGpu(const ViewSpec& v, DecoderKind mount, bool have_gpu) {
+  switch (v.options.decoder) {
+    case ViewDecoder::kCpu:
+      return false;
+    case ViewDecoder::kGpu:
+      return true;
+    case ViewDecoder::kMount:
+      return mount == DecoderKind::kGpu || (mount == DecoderKind::kAuto && have_gpu);
+  }
+  return false;
+}
+
+// Opens the GPU decoder where the mount or a view asks for it; a GPU that
+// was required and cannot be had fails the mount, one that auto would have
+// used leaves the CPU.
+Status ChooseDecoder(const std::vector<ViewSpec>& views, const ViewDecoderOptions& o,
+                     ViewMount* m) {
+  std::string required;  // who insists on the GPU
+  if (o.kind == DecoderKind::kGpu) required = "--decoder=gpu";
+  bool wanted = !required.empty();
+  for (const ViewSpec& v : views) {
+    if (v.options.decoder == ViewDecoder::kGpu && required.empty()) {
+      required = "--view " + v.name + ":decoder=gpu";
+    }
+    wanted = wanted || v.options.decoder == ViewDecoder::kGpu ||
+             (v.options.decoder == ViewDecoder::kMount && o.kind == DecoderKind::kAuto);
+  }
+  m->fallbacks = std::make_shared<FallbackCounters>();
+  if (!wanted) {
+    m->decoder_reason = std::string("--decoder=") + ToString(o.kind);
+    return Status::OK();
+  }
+  auto gpu = OpenGpuJpegDecoder(o.gpu);
+  if (!gpu.ok()) {
+    if (!required.empty()) {
+      return Status::Error(gpu.status().code(),
+                           required + ": no usable GPU decoder: " + gpu.status().message());
+    }
+    m->decoder_reason = "--decoder=auto: no GPU decoder: " + gpu.status().message();
+    LOG_INFO("decoder: cpu ({})", m->decoder_reason);
+    return Status::OK();
+  }
+  m->gpu = *gpu;
+  m->decoder = "gpu";
+  m->decoder_reason = std::string("--decoder=") + ToString(o.kind) + ": " + m->gpu->name();
+  LOG_INFO("decoder: gpu ({})", m->decoder_reason);
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<ViewMount> MakeViewMount(std::shared_ptr<Origin> raw, const std::vector<ViewSpec>& views,
-                                const DecodePoolOptions& pool_options) {
+                                const DecodePoolOptions& pool_options,
+                                const ViewDecoderOptions& decoder) {
   ViewMount m;
   m.stats = std::make_shared<ViewStats>();
   if (views.empty()) {
+    // --decoder=gpu is checked even without views: it fails where no GPU is.
+    STOKER_RETURN_IF_ERROR(ChooseDecoder(views, decoder, &m));
     m.origin = std::move(raw);
     return m;
   }
@@ -129,10 +201,27 @@ Result<ViewMount> MakeViewMount(std::shared_ptr<Origin> raw, const std::vector<V
     }
     if (st.status().code() != ENOENT) return st.status();
   }
-  m.pool =
-      std::make_shared<DecodePool>(std::shared_ptr<JpegDecoder>(NewCpuJpegDecoder()), pool_options);
+  STOKER_RETURN_IF_ERROR(ChooseDecoder(views, decoder, &m));
+  auto cpu = std::shared_ptr<JpegDecoder>(NewCpuJpegDecoder());
+  DecodePoolOptions pool = pool_options;
+  if (m.gpu && pool.threads <= 0) {
+    // Callers of a batching decoder wait on it: enough of them to fill the
+    // lanes' batches, beside the cores' worth of CPU work.
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    pool.threads =
+        std::max<int>(cores, decoder.gpu.lanes * static_cast<int>(decoder.gpu.max_batch));
+  }
+  m.pool = std::make_shared<DecodePool>(cpu, pool);
   for (const ViewSpec& v : views) {
-    m.views.push_back(std::make_shared<ViewOrigin>(v, ViewDirName(v.name), raw, m.pool, m.stats));
+    std::shared_ptr<JpegDecoder> d = cpu;
+    if (UsesGpu(v, decoder.kind, m.gpu != nullptr)) {
+      d = m.gpu;
+      if (v.options.gpu_fallback)
+        d = std::make_shared<FallbackJpegDecoder>(m.gpu, cpu, m.fallbacks);
+    }
+    LOG_INFO("view {}: decoder {}", v.name, d->name());
+    m.views.push_back(
+        std::make_shared<ViewOrigin>(v, ViewDirName(v.name), raw, m.pool, m.stats, std::move(d)));
   }
   m.origin = std::make_shared<ViewNamespace>(std::move(raw), m.views);
   return m;

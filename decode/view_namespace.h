@@ -20,6 +20,8 @@
 #include "cache/object_cache.h"
 #include "cache/origin.h"
 #include "decode/decode_pool.h"
+#include "decode/fallback_jpeg_decoder.h"
+#include "decode/gpu_jpeg_decoder.h"
 #include "decode/view_options.h"
 #include "decode/view_origin.h"
 #include "decode/view_stats.h"
@@ -49,12 +51,25 @@ class ViewNamespace final : public Origin {
   const std::vector<std::shared_ptr<ViewOrigin>> views_;
 };
 
+// The decoder the views of a mount use (--decoder, --gpu-library-path).
+struct ViewDecoderOptions {
+  // Default: kCpu (the CLI's default is auto).
+  DecoderKind kind = DecoderKind::kCpu;
+  GpuDecoderOptions gpu;
+};
+
 // Everything a mount's views are made of.
 struct ViewMount {
   std::shared_ptr<Origin> origin;  // the ViewNamespace (or the raw origin if no views)
   std::vector<std::shared_ptr<ViewOrigin>> views;
   std::shared_ptr<DecodePool> pool;  // null if no views
   std::shared_ptr<ViewStats> stats;
+  // The GPU decoder, if any view uses it, and the CPU fallbacks of all
+  // GPU views; decoder: "gpu" or "cpu", what the mount chose and why.
+  std::shared_ptr<BatchingJpegDecoder> gpu;
+  std::shared_ptr<FallbackCounters> fallbacks;
+  std::string decoder = "cpu";
+  std::string decoder_reason;
 
   // REQUIRES: once, before the mount serves; cache outlives the views' use.
   void Attach(ObjectCache* cache);
@@ -67,7 +82,12 @@ std::string ViewDirName(const std::string& view_name);
 
 // Checks the views (distinct names, none named like .stoker, no collision
 // with an entry of the raw origin's root: EEXIST naming it) and builds them.
+// The GPU is opened when --decoder is gpu (views or not) or auto, or a view
+// says decoder=gpu; where it cannot be, gpu and decoder=gpu fail the mount
+// (ENODEV and the like, "--decoder=gpu: <why>") and auto takes the CPU.
+// With a GPU, the pool gets enough threads to fill its batches.
 Result<ViewMount> MakeViewMount(std::shared_ptr<Origin> raw, const std::vector<ViewSpec>& views,
-                                const DecodePoolOptions& pool_options = {});
+                                const DecodePoolOptions& pool_options = {},
+                                const ViewDecoderOptions& decoder = {});
 
 }  // namespace stoker

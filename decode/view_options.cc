@@ -72,6 +72,26 @@ Status SetOption(std::string_view key, std::string_view v, ViewOptions* o) {
     STOKER_ASSIGN_OR_RETURN(o->probe.allow_arithmetic, ParseBool(key, v));
     return Status::OK();
   }
+  if (key == "decoder") {
+    if (v == "cpu") {
+      o->decoder = ViewDecoder::kCpu;
+    } else if (v == "gpu") {
+      o->decoder = ViewDecoder::kGpu;
+    } else {
+      return bad("cpu or gpu");
+    }
+    return Status::OK();
+  }
+  if (key == "fallback") {
+    if (v == "cpu") {
+      o->gpu_fallback = true;
+    } else if (v == "none") {
+      o->gpu_fallback = false;
+    } else {
+      return bad("cpu or none");
+    }
+    return Status::OK();
+  }
   return Status::Invalid("unknown view option '" + std::string(key) + "'");
 }
 

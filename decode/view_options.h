@@ -5,7 +5,9 @@
 //   --view small:channels=3,dct=accurate,feature=jpeg,on_error=skip
 //
 // Keys: channels=0|1|3, dct=fast|accurate, fancy_upsampling=true|false,
-// feature=KEY, on_error=fail|skip, max_pixels=N, arithmetic=true|false.
+// feature=KEY, on_error=fail|skip, max_pixels=N, arithmetic=true|false,
+// decoder=cpu|gpu (default: the mount's --decoder), fallback=cpu|none (a
+// GPU view: images the GPU cannot decode go to the CPU, or fail).
 // Errors: EINVAL naming the bad key or value.
 //
 // Fingerprint() names everything that changes a view's bytes; derived
@@ -25,6 +27,14 @@
 
 namespace stoker {
 
+// Which JpegDecoder a view uses. A GPU view's bytes differ from a CPU
+// view's (gpu_jpeg_decoder.h): the decoder's name is in the fingerprint.
+enum class ViewDecoder {
+  kMount,  // as the mount's --decoder says
+  kCpu,
+  kGpu,
+};
+
 enum class OnError {
   kFail,  // a record or file that does not decode reads as EIO
   kSkip,  // it is left out of the view's layout
@@ -37,6 +47,11 @@ struct ViewOptions {
   // Default: kFail.
   OnError on_error = OnError::kFail;
   JpegProbeOptions probe;
+  // Default: kMount.
+  ViewDecoder decoder = ViewDecoder::kMount;
+  // A GPU view decodes what the GPU cannot (progressive, CMYK, a device
+  // error, out of memory) on the CPU, counted in stat. Default: true.
+  bool gpu_fallback = true;
 
   // "v1;channels=0;dct=fast;..." plus decoder_name; changes whenever any
   // input to the view's bytes does.

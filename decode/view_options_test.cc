@@ -14,6 +14,19 @@ TEST(ViewOptionsTest, Defaults) {
   EXPECT_TRUE(spec->options.decode.fancy_upsampling);
   EXPECT_EQ("image/encoded", spec->options.feature);
   EXPECT_EQ(OnError::kFail, spec->options.on_error);
+  EXPECT_EQ(ViewDecoder::kMount, spec->options.decoder);
+  EXPECT_TRUE(spec->options.gpu_fallback);
+}
+
+TEST(ViewOptionsTest, DecoderAndFallback) {
+  auto gpu = ParseViewSpec("g:decoder=gpu,fallback=none");
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  EXPECT_EQ(ViewDecoder::kGpu, gpu->options.decoder);
+  EXPECT_FALSE(gpu->options.gpu_fallback);
+  auto cpu = ParseViewSpec("c:decoder=cpu,fallback=cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ(ViewDecoder::kCpu, cpu->options.decoder);
+  EXPECT_TRUE(cpu->options.gpu_fallback);
 }
 
 TEST(ViewOptionsTest, AllKeys) {
@@ -36,7 +49,8 @@ TEST(ViewOptionsTest, Errors) {
   for (const char* bad :
        {"", ":channels=3", "a/b", "..", "v:channels=2", "v:dct=slow", "v:on_error=ignore",
         "v:channels", "v:nosuch=1", "v:max_pixels=0", "v:max_pixels=12x",
-        "v:feature=", "v:feature=image/height", "v:arithmetic=maybe"}) {
+        "v:feature=", "v:feature=image/height", "v:arithmetic=maybe", "v:decoder=auto",
+        "v:decoder=cuda", "v:fallback=gpu"}) {
     auto spec = ParseViewSpec(bad);
     EXPECT_FALSE(spec.ok()) << bad;
     if (!spec.ok()) {

@@ -112,6 +112,7 @@ class ViewFile final : public OriginFile {
     RawViewKind kind = RawViewKind::kNone;
     OriginIdentity identity;
     std::shared_ptr<DecodePool> pool;
+    std::shared_ptr<JpegDecoder> decoder;
     std::shared_ptr<ViewStats> stats;
     std::string view_path;        // as the mount shows it, for messages
     ViewOrigin* owner = nullptr;  // outlives every ViewFile (view_namespace.h)
@@ -175,7 +176,7 @@ class ViewFile final : public OriginFile {
       auto out = std::make_shared<std::string>(l.size, '\0');
       std::vector<DecodePool::Job> jobs;
       jobs.push_back([&] {
-        return ProduceNpyView(l, jpeg, p_.options, p_.pool->decoder(),
+        return ProduceNpyView(l, jpeg, p_.options, *p_.decoder,
                               reinterpret_cast<uint8_t*>(out->data()), out->size());
       });
       std::vector<Status> st = p_.pool->RunAll(CurrentDecodePriority(), std::move(jobs));
@@ -323,7 +324,7 @@ class ViewFile final : public OriginFile {
         const ViewRecord* r = &l.records[need[k]];
         outs[k] = std::make_shared<std::string>(r->out_size, '\0');
         jobs.push_back([this, &payloads, &outs, k, r] {
-          return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, p_.pool->decoder(),
+          return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, *p_.decoder,
                                            reinterpret_cast<uint8_t*>(outs[k]->data()),
                                            outs[k]->size());
         });
@@ -422,13 +423,17 @@ struct ViewOrigin::Resolved {
 };
 
 ViewOrigin::ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin> raw,
-                       std::shared_ptr<DecodePool> pool, std::shared_ptr<ViewStats> stats)
+                       std::shared_ptr<DecodePool> pool, std::shared_ptr<ViewStats> stats,
+                       std::shared_ptr<JpegDecoder> decoder)
     : spec_(std::move(spec)),
       prefix_(std::move(prefix)),
       raw_(std::move(raw)),
       pool_(std::move(pool)),
       stats_(std::move(stats)),
-      fingerprint_(spec_.options.Fingerprint(pool_->decoder().name())),
+      // Without a decoder of its own, the pool's (aliased: it lives as long as the pool).
+      decoder_(decoder ? std::move(decoder)
+                       : std::shared_ptr<JpegDecoder>(pool_, &pool_->decoder())),
+      fingerprint_(spec_.options.Fingerprint(decoder_->name())),
       dev_((Fnv1a(spec_.name + "\n" + fingerprint_) | (uint64_t{1} << 63))) {}
 
 ViewOrigin::~ViewOrigin() = default;
@@ -531,7 +536,7 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
   }
   if (!layout) {
     CachedByteSource src(cache_, raw.file, id.size, &stats_->counters.raw_bytes_read);
-    const std::string decoder = pool_->decoder().name();
+    const std::string decoder = decoder_->name();
     Result<ViewLayout> made =
         kind == RawViewKind::kJpeg
             ? LayoutJpegNpyView(src, spec_.options, decoder)
@@ -738,6 +743,7 @@ Result<std::unique_ptr<OriginFile>> ViewOrigin::Open(const std::string& path) {
   p.kind = r.kind;
   p.identity = IdentityFromStat(r.st);
   p.pool = pool_;
+  p.decoder = decoder_;
   p.stats = stats_;
   p.view_path = prefix_ + "/" + path;
   p.owner = this;

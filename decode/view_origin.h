@@ -72,12 +72,16 @@ class ViewOrigin final : public Origin {
  public:
   // raw: the real origin. prefix: where the view appears in the mount
   // (".decoded"), for messages and the error list.
+  // decoder: the view's JpegDecoder (the GPU one for a decoder=gpu view);
+  // null = the pool's. Its name() is part of the view's fingerprint.
   ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin> raw,
-             std::shared_ptr<DecodePool> pool, std::shared_ptr<ViewStats> stats);
+             std::shared_ptr<DecodePool> pool, std::shared_ptr<ViewStats> stats,
+             std::shared_ptr<JpegDecoder> decoder = nullptr);
   ~ViewOrigin() override;
 
   void Attach(ObjectCache* cache);
   const ViewSpec& spec() const { return spec_; }
+  const JpegDecoder& decoder() const { return *decoder_; }
   uint64_t device() const { return dev_; }
 
   std::string Describe() const override;
@@ -126,6 +130,7 @@ class ViewOrigin final : public Origin {
   const std::shared_ptr<Origin> raw_;
   const std::shared_ptr<DecodePool> pool_;
   const std::shared_ptr<ViewStats> stats_;
+  const std::shared_ptr<JpegDecoder> decoder_;
   const std::string fingerprint_;
   const uint64_t dev_;
   ObjectCache* cache_ = nullptr;  // set by Attach before any file is served

@@ -222,8 +222,8 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
                           MakeOrigin(options.origin, options.origin_options));
   STOKER_RETURN_IF_ERROR(CheckNesting(options.origin, mountpoint, options.cache.dir));
   // With views, fs/ and the cache both see the ViewNamespace over the origin.
-  STOKER_ASSIGN_OR_RETURN(ViewMount views,
-                          MakeViewMount(raw_origin, options.views, options.decode_pool));
+  STOKER_ASSIGN_OR_RETURN(ViewMount views, MakeViewMount(raw_origin, options.views,
+                                                         options.decode_pool, options.decoder));
   const std::shared_ptr<Origin> origin = views.origin;
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
                           ObjectCache::Open(options.cache, origin));

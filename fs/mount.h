@@ -11,6 +11,7 @@
 #include "cache/options.h"
 #include "cache/origin.h"
 #include "decode/decode_pool.h"
+#include "decode/view_namespace.h"
 #include "decode/view_options.h"
 #include "util/status.h"
 
@@ -31,6 +32,9 @@ struct MountOptions {
   std::vector<ViewSpec> views;
   // Threads that decode for the views. Default: the core count.
   DecodePoolOptions decode_pool;
+  // Which decoder the views use (--decoder, --gpu-library-path).
+  // Default: the CPU here; the CLI's default is auto.
+  ViewDecoderOptions decoder;
   // If >= 0, RunMount writes one line here once the mount is live ("ok\n") or
   // could not be made ("error: <why>\n"), then closes it. The CLI's parent
   // process waits on this to return.

@@ -379,6 +379,11 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
     }
     o.views.push_back(std::move(spec).value());
   }
+  auto decoder = ParseDecoderKind(args.decoder);
+  if (!decoder.ok()) return Status::Invalid("--decoder " + decoder.status().message());
+  o.decoder.kind = *decoder;
+  for (const std::string& d : args.gpu_library_path)
+    o.decoder.gpu.library_path.push_back(MakeAbsolute(d));
   return o;
 }
 
@@ -425,8 +430,17 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--view", args->views,
                   "Show MOUNTPOINT/.NAME with TFRecord and JPEG files decoded: NAME[:OPTIONS], "
-                  "options channels=0|1|3,dct=fast|accurate,feature=KEY,on_error=fail|skip; "
+                  "options channels=0|1|3,dct=fast|accurate,feature=KEY,on_error=fail|skip,"
+                  "decoder=cpu|gpu,fallback=cpu|none; "
                   "repeatable")
+      ->allow_extra_args(false);
+  app->add_option("--decoder", args->decoder,
+                  "Decoder of the views: auto (the GPU, nvJPEG, where a device is found), cpu, or "
+                  "gpu (fail without one); a view's decoder=cpu|gpu overrides it")
+      ->capture_default_str();
+  app->add_option("--gpu-library-path", args->gpu_library_path,
+                  "Directory searched first for libnvjpeg and libcudart (e.g. a pip nvidia-nvjpeg "
+                  "wheel's nvidia/nvjpeg/lib); repeatable")
       ->allow_extra_args(false);
   app->add_option("--s3-endpoint", args->s3_endpoint,
                   "S3-compatible server for s3:// origins: http(s)://HOST[:PORT] (default AWS; "

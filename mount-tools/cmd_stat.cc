@@ -119,8 +119,20 @@ std::string FormatStats(const nlohmann::json& s) {
     for (const auto& v : s["views"]) {
       if (!names.empty()) names += ", ";
       names += v.is_string() ? v.get<std::string>() : "?";
+      if (auto d = s.find("view_decoders");
+          v.is_string() && d != s.end() && d->contains(v.get<std::string>())) {
+        names += " [" + (*d)[v.get<std::string>()].get<std::string>() + "]";
+      }
     }
     rows.emplace_back("views", names.empty() ? "-" : names);
+    if (s.contains("decoder")) {
+      std::string d = Text(s, "decoder") + " (" + Text(s, "decoder_reason") + ")";
+      if (s.contains("gpu_batches")) {
+        d += "; " + Number(s, "gpu_images") + " images in " + Number(s, "gpu_batches") +
+             " batches, " + Number(s, "decode_fallbacks") + " fell back to the cpu";
+      }
+      rows.emplace_back("decoder", d);
+    }
     rows.emplace_back("view records", Number(s, "view_records_decoded") + " decoded, " +
                                           Number(s, "view_images_decoded") + " images (.npy), " +
                                           Size(s, "view_decoded_bytes"));

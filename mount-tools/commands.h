@@ -63,7 +63,9 @@ struct MountArgs {
   std::string log_file;
   bool foreground = false;
   bool no_direct_io = false;
-  std::vector<std::string> views;  // --view NAME[:OPTIONS], repeatable
+  std::vector<std::string> views;             // --view NAME[:OPTIONS], repeatable
+  std::string decoder = "auto";               // --decoder auto|cpu|gpu
+  std::vector<std::string> gpu_library_path;  // --gpu-library-path DIR, repeatable
   // Remote origins (s3://, http(s)://).
   std::string s3_endpoint;
   bool s3_path_style = false;

@@ -87,6 +87,28 @@ TEST(FormatStats, ViewRowsOnlyWithViews) {
             "17 queued, 2 running on 2 threads, 812.2 images/s (last 10 s)");
 }
 
+TEST(FormatStats, DecoderRowAndEachViewsDecoder) {
+  nlohmann::json s = {{"views", {"g", "c"}},
+                      {"view_decoders",
+                       {{"g", "nvjpeg 13.3.2 hardware, fallback libjpeg-turbo 2.1.5"},
+                        {"c", "libjpeg-turbo 2.1.5"}}},
+                      {"decoder", "gpu"},
+                      {"decoder_reason", "--decoder=auto: nvjpeg 13.3.2 hardware"},
+                      {"gpu_batches", 10},
+                      {"gpu_images", 600},
+                      {"decode_fallbacks", 3}};
+  std::string t = FormatStats(s);
+  EXPECT_EQ(Row(t, "views"),
+            "g [nvjpeg 13.3.2 hardware, fallback libjpeg-turbo 2.1.5], c [libjpeg-turbo 2.1.5]");
+  EXPECT_EQ(Row(t, "decoder"),
+            "gpu (--decoder=auto: nvjpeg 13.3.2 hardware); 600 images in 10 batches, 3 fell back "
+            "to the cpu");
+  s["decoder"] = "cpu";
+  s["decoder_reason"] = "--decoder=cpu";
+  s.erase("gpu_batches");
+  EXPECT_EQ(Row(FormatStats(s), "decoder"), "cpu (--decoder=cpu)");
+}
+
 TEST(FormatStats, MissingFieldsAndNothingReadPrintDashes) {
   std::string t = FormatStats(nlohmann::json{{"bytes_read", 0}, {"cache_hit_bytes", 0}});
   EXPECT_EQ(Row(t, "origin"), "-");

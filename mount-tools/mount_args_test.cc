@@ -38,6 +38,24 @@ TEST(ToMountOptions, Defaults) {
   EXPECT_EQ(o->cache.io_backend, IoBackendKind::kAuto);
   EXPECT_EQ(o->log_level, "info");
   EXPECT_EQ(o->ready_fd, -1);
+  EXPECT_EQ(o->decoder.kind, DecoderKind::kAuto);
+  EXPECT_TRUE(o->decoder.gpu.library_path.empty());
+}
+
+TEST(ToMountOptions, DecoderFlags) {
+  MountArgs a = Args();
+  a.decoder = "gpu";
+  a.gpu_library_path = {"/opt/nvjpeg/lib", "rel/lib"};
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->decoder.kind, DecoderKind::kGpu);
+  ASSERT_EQ(2u, o->decoder.gpu.library_path.size());
+  EXPECT_EQ("/opt/nvjpeg/lib", o->decoder.gpu.library_path[0]);
+  EXPECT_EQ('/', o->decoder.gpu.library_path[1][0]);
+  a.decoder = "cuda";
+  auto bad = ToMountOptions(a);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string::npos, bad.status().message().find("--decoder")) << bad.status().message();
 }
 
 TEST(ToMountOptions, RemoteOriginFlags) {

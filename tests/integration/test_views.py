@@ -31,7 +31,9 @@ pytest.importorskip("PIL")
 import stoker_testlib as lib  # noqa: E402
 import view_data as vd  # noqa: E402
 
-ARGS = ["--chunk-size", "64K", "--cache-size", "256M"]
+# The CPU decoder: these tests compare with libjpeg-turbo bit for bit, and on a
+# GPU host --decoder=auto (the default) would give the views nvJPEG's pixels.
+ARGS = ["--chunk-size", "64K", "--cache-size", "256M", "--decoder", "cpu"]
 
 
 def view_args(*views, extra=()):
