@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -50,23 +51,25 @@ TEST(HandleSetTest, ClearFreesWhatTheKernelNeverReleased) {
   EXPECT_EQ(deleted, 2);
 }
 
-// Many requests on one handle from many threads, the release racing with
-// them: exactly one deletion, after the last (run under TSan in CI).
+// Requests on one handle from many threads, the release racing with their
+// ends: exactly one deletion, after the last (run under TSan in CI). As the
+// kernel guarantees, every request starts before the release.
 TEST(HandleSetTest, ConcurrentRequestsAndReleaseDeleteOnce) {
   for (int round = 0; round < 50; ++round) {
     int deleted = 0;
     HandleSet<Probe> set;
     Probe* h = set.Add(std::make_unique<Probe>(&deleted));
+    std::atomic<int> started{0};
     std::vector<std::thread> threads;
-    {
-      auto first = std::make_unique<HandleSet<Probe>::Use>(h);  // the kernel's open requests
-      for (int t = 0; t < 4; ++t) {
-        threads.emplace_back([h] {
-          for (int i = 0; i < 100; ++i) HandleSet<Probe>::Use use(h);
-        });
-      }
-      set.Release(h);
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([h, &started] {
+        HandleSet<Probe>::Use request(h);
+        started.fetch_add(1);
+        for (int i = 0; i < 100; ++i) HandleSet<Probe>::Use nested(h);
+      });
     }
+    while (started.load() < 4) std::this_thread::yield();
+    set.Release(h);
     for (auto& t : threads) t.join();
     EXPECT_EQ(deleted, 1);
   }
