@@ -46,6 +46,9 @@ Result<std::unique_ptr<DirHandle>> Snapshot(FsContext& fs, fuse_ino_t ino) {
 void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi,
                    bool plus) {
   Reply reply(req, plus ? "readdirplus" : "readdir");
+  // Taken now: libfuse frees req with its reply, which RunOp may have sent
+  // (an error) by the time the lookups below are undone.
+  FsContext& ctx = Ctx(req);
   std::vector<uint64_t> counted;  // lookups taken for entries in this reply
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
@@ -106,7 +109,7 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, f
     counted.clear();
   });
   // An exception after lookups were taken: the error reply carried none.
-  for (uint64_t id : counted) Ctx(req).inodes.Forget(id, 1);
+  for (uint64_t id : counted) ctx.inodes.Forget(id, 1);
 }
 
 }  // namespace

@@ -42,24 +42,18 @@
 #include "cache/object_cache.h"
 #include "cache/origin.h"
 #include "fs/control_files.h"
+#include "fs/handle_set.h"
 #include "fs/inode_table.h"
 #include "fs/inval_notifier.h"
 
 namespace stoker {
 
-// What every handle carries for HandleSet: one reference for the kernel (the
-// handle is open) and one for each request being served on it.
-struct CountedHandle {
-  std::atomic<int> refs{1};
-};
-
 struct FileHandle : CountedHandle {
   std::shared_ptr<OpenFileState> file;  // origin files
   std::string derived_path;             // set for derived files: Origin::CheckRead each read
-  // Virtual files: the snapshot taken at open. Shared, so that a read's
-  // reply never points into a handle: once the kernel has the reply, the
-  // reader may close and RELEASE free the handle on another thread while
-  // this one is still returning from the write to /dev/fuse.
+  // Virtual files: the snapshot taken at open. A read holds its own
+  // reference while it replies, so the reply's bytes never depend on the
+  // handle (see HandleSet for why a handle outlives its requests).
   std::shared_ptr<const std::string> content;
   bool is_virtual = false;
 };
@@ -68,70 +62,6 @@ struct DirHandle : CountedHandle {
   uint64_t dir_id = 0;
   bool is_virtual = false;
   std::vector<OriginDirEntry> entries;  // "." and ".." first, then the snapshot
-};
-
-// Handles given to the kernel and not yet released.
-//
-// The kernel sends a handle's RELEASE only once every request on it has been
-// answered, so a request never outlives its handle. But that order is kept
-// by the kernel, through /dev/fuse, where neither a reviewer nor TSan can see
-// it: a request that touched the handle (its file state, its readahead) before
-// replying and the RELEASE that frees it run on two threads with nothing
-// between them in user space. So each request pins the handle (Use) and the
-// handle is deleted by whichever comes last, Release or the last unpin: an
-// atomic count makes the order explicit, and costs two atomic operations.
-template <typename T>
-class HandleSet {
- public:
-  static_assert(std::is_base_of_v<CountedHandle, T>);
-
-  T* Add(std::unique_ptr<T> h) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return *live_.insert(h.release()).first;
-  }
-
-  // A request's pin on a handle: h stays valid while the Use lives.
-  class Use {
-   public:
-    explicit Use(T* h) : h_(h) { h_->refs.fetch_add(1, std::memory_order_relaxed); }
-    ~Use() { Unref(h_); }
-    Use(const Use&) = delete;
-    Use& operator=(const Use&) = delete;
-    T* operator->() const { return h_; }
-
-   private:
-    T* h_;
-  };
-
-  // The kernel is done with h: it goes when its last request does.
-  void Release(T* h) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      STOKER_CHECK(live_.erase(h) == 1, "release of an unknown handle");
-    }
-    Unref(h);
-  }
-  size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return live_.size();
-  }
-  // Frees every handle. REQUIRES: no request is being served.
-  void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (T* h : live_) delete h;
-    live_.clear();
-  }
-  ~HandleSet() { Clear(); }
-
- private:
-  static void Unref(T* h) {
-    const int before = h->refs.fetch_sub(1, std::memory_order_acq_rel);
-    STOKER_CHECK(before >= 1, "handle reference count below zero");
-    if (before == 1) delete h;
-  }
-
-  mutable std::mutex mu_;
-  std::unordered_set<T*> live_;  // GUARDED_BY(mu_)
 };
 
 struct FsContext {

@@ -1,10 +1,10 @@
+#include "fs/handle_set.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 #include <vector>
-
-#include "fs/fuse_ops.h"
 
 namespace stoker {
 namespace {

@@ -1,9 +1,8 @@
 // Fuzzes the index record decoders (cache/index_format.h) on arbitrary
 // bytes: what a damaged RocksDB (a flipped bit in an SST, a torn WAL record)
 // could hand the daemon and fsck. The first byte picks the decoder.
-// Invariants: nothing crashes or reads out of bounds; a decoded key encodes
-// back to exactly the input (keys are canonical); a decoded value survives
-// encode + decode unchanged.
+// Invariants: nothing crashes or reads out of bounds; whatever decodes, key
+// or value, encodes back to exactly the input (the format is canonical).
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -19,12 +18,13 @@ void Check(bool ok) {
   if (!ok) std::abort();
 }
 
+// Values are fixed-width and strictly decoded, so they are canonical too:
+// a decoder that turned lenient (accepting bytes it would not write) fails.
 template <typename T, typename Decode, typename Encode>
 void RoundTrip(std::string_view in, Decode decode, Encode encode) {
   Result<T> once = decode(in);
   if (!once.ok()) return;
-  Result<T> twice = decode(encode(*once));
-  Check(twice.ok() && *twice == *once);
+  Check(encode(*once) == in);
 }
 
 }  // namespace
@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       RoundTrip<ChunkRecord>(in, DecodeChunk, EncodeChunk);
       break;
     case 9:
-      if (DecodeIntent(in).ok()) Check(DecodeIntent(EncodeIntent()).ok());
+      if (DecodeIntent(in).ok()) Check(in == EncodeIntent());
       break;
   }
   return 0;

@@ -10,9 +10,9 @@ do to the daemon, checked on a real mount.
   others may write is refused at mount with one line, nothing mounted.
 - Control files (.stoker/) cannot be written, created, chmod'ed or removed.
 - allow_other is off by default: another uid cannot even stat the mount.
-Names with '..', '/' or NUL from object store listings and secrets in logs
-are covered by tests/integration/test_s3_origin.py and the remote_listing
-fuzz target."""
+Names with '..', '//' or './' from an S3 listing (against a real S3 server)
+and secrets in logs are covered by tests/integration/test_s3_origin.py;
+HTTP listings and manifests by the remote_listing fuzz target."""
 
 import errno
 import os
@@ -126,17 +126,39 @@ def control_files_readonly(tally, origin, m):
         tally.fail("stats.json unreadable after the attempts")
 
 
+def as_nobody(*argv):
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+                          capture_output=True, text=True, timeout=30)
+
+
 def other_users_refused(tally, origin, m):
+    """Without allow_other another uid is refused by FUSE itself; the control:
+    with -o allow_other the same read works (so the refusal is not the path's
+    modes: the scratch dir is made searchable for this)."""
     entry = lib.mount_entry(m.mnt)
     if entry and "allow_other" in entry[2].split(","):
         tally.fail(f"the mount has allow_other by default: {entry[2]}")
-    tally.add(faults=1)
-    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        "cat", str(m.mnt / "plain")], capture_output=True, text=True, timeout=30)
-    if r.returncode == 0:
-        tally.fail("uid 65534 read a file of a mount without allow_other")
-    elif "Permission denied" not in r.stderr:
-        tally.fail(f"uid 65534: expected 'Permission denied', got {r.stderr.strip()!r}")
+    scratch_root = m.mnt.parent
+    os.chmod(scratch_root, 0o711)
+    try:
+        tally.add(faults=1)
+        r = as_nobody("cat", str(m.mnt / "plain"))
+        if r.returncode == 0:
+            tally.fail("uid 65534 read a file of a mount without allow_other")
+        elif "Permission denied" not in r.stderr:
+            tally.fail(f"uid 65534: expected 'Permission denied', got {r.stderr.strip()!r}")
+        other = lib.StokerMount(origin, scratch_root / "sec-ao.mnt", scratch_root / "sec-ao.cache",
+                                ARGS + ["--cache-size", "64M", "-o", "allow_other"])
+        try:
+            other.mount()
+            r = as_nobody("cat", str(other.mnt / "plain"))
+            if r.returncode != 0 or r.stdout != "plain\n":
+                tally.fail(f"control: uid 65534 could not read with allow_other: {r.stderr.strip()!r}")
+            other.unmount()
+        finally:
+            other.cleanup()
+    finally:
+        os.chmod(scratch_root, 0o700)
 
 
 def open_cache_dir_refused(tally, scratch, origin, cache):
