@@ -81,12 +81,34 @@ size_t ReadReply::size() const {
   return n;
 }
 
-Result<OriginFile*> OriginHandle::Get() {
+Result<std::shared_ptr<OriginFile>> OriginHandle::Get() {
   std::lock_guard<std::mutex> l(mu_);
   if (!file_) {
     STOKER_ASSIGN_OR_RETURN(file_, origin_->Open(path_));
   }
-  return file_.get();
+  return file_;
+}
+
+bool ObjectVersion::AtOrigin(const OriginIdentity& now) const {
+  std::lock_guard<std::mutex> l(at_mu);
+  if (at_origin == now) return true;
+  if (!SameContent(at_origin, now)) return false;
+  LOG_INFO("origin file '{}' is the same content at {} (was {}); its cached data stays valid", path,
+           now.ToString(), at_origin.ToString());
+  at_origin = now;
+  return true;
+}
+
+void ObjectVersion::MovedTo(const OriginIdentity& now) const {
+  std::lock_guard<std::mutex> l(at_mu);
+  LOG_INFO("origin file '{}' is another inode now ({}, was {}) with the same bytes", path,
+           now.ToString(), at_origin.ToString());
+  at_origin = now;
+}
+
+void OriginHandle::Forget(const OriginFile* file) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (file_.get() == file) file_.reset();
 }
 
 Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& options,
@@ -255,6 +277,7 @@ std::shared_ptr<ObjectVersion> ObjectCacheImpl::MakeVersion(const std::string& p
   v->path = path;
   v->key = {rec.object_id, rec.version};
   v->identity = rec.identity;
+  v->at_origin = rec.identity;
   v->chunks = ChunkCount(rec.identity.size, chunk_size_);
   struct stat& st = v->st;
   st.st_mode = rec.attrs.mode;
@@ -408,7 +431,11 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
   rec.identity = id;
   rec.attrs = AttrsOf(*st);
   rec.validated_ns = now;
-  if (known && known->identity == id) {
+  // Against where this process last saw the version, if it did (it may
+  // have moved since the record was written).
+  const bool same =
+      entry ? entry->version->AtOrigin(id) : (known && SameContent(known->identity, id));
+  if (same) {
     rec.object_id = known->object_id;
     rec.version = known->version;
     Status s = index_->UpdateObject(path, rec);
