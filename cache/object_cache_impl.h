@@ -172,6 +172,8 @@ class ObjectCacheImpl final : public ObjectCache {
     // Index growth the quota keeps room for between measurements (a memtable
     // flush writes an SST before its WAL goes).
     uint64_t index_headroom = 0;
+    // Why Open threw away what the directory held ("" if it did not).
+    std::string fresh_start;
   };
   explicit ObjectCacheImpl(Parts parts);
   ~ObjectCacheImpl() override;
@@ -293,6 +295,7 @@ class ObjectCacheImpl final : public ObjectCache {
   const std::string index_path_;
   const uint64_t chunk_size_;
   const uint64_t index_headroom_;
+  const std::string fresh_start_;
   std::mutex index_size_mu_;
   uint64_t index_measured_ = 0;    // GUARDED_BY(index_size_mu_)
   uint64_t index_written_at_ = 0;  // GUARDED_BY(index_size_mu_)

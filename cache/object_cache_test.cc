@@ -697,6 +697,8 @@ TEST_F(ObjectCacheTest, AnotherChunkSizeStartsFresh) {
   { ASSERT_EQ(ReadAll(*OpenCache(), "a"), Pattern(3 * kCs, 1)); }
   options_.chunk_size = 2 * kCs;
   auto cache = OpenCache();
+  EXPECT_EQ(cache->Stats()["fresh_start"],
+            "it was made with chunk size 65536, this mount uses 131072");
   EXPECT_EQ(cache->Stats()["chunks"], 0u);
   EXPECT_EQ(cache->Stats()["chunk_size"], 2 * kCs);
   EXPECT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 1));
