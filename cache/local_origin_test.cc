@@ -684,6 +684,12 @@ TEST(SameContentTest, AnotherFilesystemKeepsOnlySizeAndMtime) {
   OriginIdentity etag = was;
   etag.etag = "\"abc\"";
   EXPECT_FALSE(SameContent(was, etag));
+  // Remote origins (no device) carry their ETag in ctime.
+  OriginIdentity remote{100, 5, 6, 7, 0, ""};
+  OriginIdentity reuploaded = remote;
+  reuploaded.ctime_ns = 61;
+  EXPECT_FALSE(SameContent(remote, reuploaded));
+  EXPECT_FALSE(SameSizeAndTimes(remote, reuploaded));
 }
 
 TEST(IsOriginUnavailableTest, ReachabilityIsNotAbsence) {

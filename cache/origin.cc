@@ -49,7 +49,10 @@ std::string OriginIdentity::ToString() const {
 }
 
 bool SameSizeAndTimes(const OriginIdentity& a, const OriginIdentity& b) {
-  return a.size == b.size && a.mtime_ns == b.mtime_ns && a.etag == b.etag;
+  // Remote origins have no device and carry their ETag in ctime.
+  const bool remote = a.dev == 0 || b.dev == 0;
+  return a.size == b.size && a.mtime_ns == b.mtime_ns && a.etag == b.etag &&
+         (!remote || a.ctime_ns == b.ctime_ns);
 }
 
 bool SameContent(const OriginIdentity& was, const OriginIdentity& now) {
