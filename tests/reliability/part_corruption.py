@@ -137,9 +137,9 @@ def run_case(tally, scratch, origin, rels, pristine, name, damage):
             tally.fail(f"{name}: mount refused without one clear line naming the fix: {msg}")
         tally.say(f"{name}: {fsck_says}; mount refused: {msg[:1]}")
         r = lib.fsck(cache, "--repair")
-        rc, rep, err = rel.fsck_json(cache)
-        tally.say(f"  fsck --repair rc={r.returncode}; fsck after it: rc={rc} ({rel.findings(rep)})")
-        if rc != 0:
+        rc2, rep2, _ = rel.fsck_json(cache)
+        tally.say(f"  fsck --repair rc={r.returncode}; fsck after it: rc={rc2} ({rel.findings(rep2)})")
+        if rc2 != 0:
             tally.fail(f"{name}: fsck --repair left a cache that is not clean")
             return
         r = lib.run(m.command(), timeout=lib.MOUNT_TIMEOUT)
