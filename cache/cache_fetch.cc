@@ -7,6 +7,7 @@
 
 #include "cache/direct_io.h"
 #include "cache/object_cache_impl.h"
+#include "util/checksum.h"
 #include "util/log.h"
 
 namespace stoker {
@@ -133,16 +134,31 @@ Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,
   std::shared_ptr<char[]> buf = AllocAligned(total);
   const bool derived = origin_->IsDerived(v.path);
   if (!derived) counters_.origin_reads++;
+  // A file whose origin died keeps failing: let the next read open the path
+  // again (through a root the origin may have reopened meanwhile).
+  auto file_error = [&](const Status& s) -> Status {
+    if (IsOriginUnavailable(s.code())) origin.Forget(file->get());
+    return origin_error(s);
+  };
   auto got = (*file)->ReadAtAligned(buf.get(), total, ChunkOffset(chunk_size_, first));
-  if (!got.ok()) return origin_error(got.status());
+  if (!got.ok()) return file_error(got.status());
   (derived ? counters_.derived_bytes_produced : counters_.origin_bytes_read) += *got;
   // What was read must be the version this file state stands for, or one
   // read could mix old and new content.
   auto id = (*file)->Identity();
-  if (!id.ok()) return origin_error(id.status());
-  if (!(*id == v.identity)) {
+  if (!id.ok()) return file_error(id.status());
+  // Another inode with the same size and mtime on the same filesystem is
+  // either a copy (the origin came back from a backup) or a rename-over
+  // within one clock tick: the cached chunks tell which.
+  bool same = v.AtOrigin(*id);
+  if (!same && SameSizeAndTimes(v.identity, *id) && HoldsCachedBytes(v, **file)) {
+    v.MovedTo(*id);
+    same = true;
+  }
+  if (!same) {
     v.changed_at_origin.store(true);
-    LOG_WARN("origin file '{}' changed while being read; not caching", v.path);
+    LOG_WARN("origin file '{}' changed while being read ({}, was {}); not caching", v.path,
+             id->ToString(), v.identity.ToString());
     return StaleVersion(v);
   }
   if (*got != total) {
@@ -158,6 +174,24 @@ Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,
     pos += len;
   }
   return chunks;
+}
+
+bool ObjectCacheImpl::HoldsCachedBytes(const ObjectVersion& v, OriginFile& file) {
+  bool any = false;
+  std::string buf;
+  for (uint64_t idx = 0; idx < v.chunks; ++idx) {
+    auto rec = index_->GetChunk(ChunkKey{v.key.object_id, v.key.version, idx});
+    if (!rec.ok() || !*rec) continue;
+    buf.resize((*rec)->len);
+    auto got = file.ReadAt(buf.data(), buf.size(), ChunkOffset(chunk_size_, idx));
+    counters_.origin_reads++;
+    if (got.ok()) counters_.origin_bytes_read += *got;
+    if (!got.ok() || *got != buf.size() || ChunkChecksum(buf.data(), buf.size()) != (*rec)->xxh3) {
+      return false;
+    }
+    any = true;
+  }
+  return any;
 }
 
 void ObjectCacheImpl::MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end,

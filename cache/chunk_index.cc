@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <string_view>
 
 namespace stoker {
 namespace {
@@ -85,7 +87,31 @@ class ChunkIndex::Batch {
   rocksdb::WriteBatch wb;
 };
 
-Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
+namespace {
+
+// What RocksDB says when a file it needs is corrupt or gone.
+bool IsDamage(const rocksdb::Status& s) { return s.IsCorruption() || s.IsPathNotFound(); }
+
+Status Damaged(const std::string& path, const std::string& what) {
+  return Status::Error(EBADMSG, "index '" + path + "' is damaged: " + what);
+}
+
+// The files of a RocksDB directory that only an index that was there makes:
+// without CURRENT, RocksDB would start an empty index beside them.
+bool HasIndexFiles(const std::string& path) {
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(path.c_str()), ::closedir);
+  if (!d) return false;
+  while (struct dirent* de = ::readdir(d.get())) {
+    std::string_view n(de->d_name);
+    if (n.rfind("MANIFEST-", 0) == 0 ||
+        (n.size() > 4 && (n.substr(n.size() - 4) == ".sst" || n.substr(n.size() - 4) == ".log"))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+rocksdb::Options RocksOptions(const ChunkIndex::Options& options) {
   rocksdb::Options o;
   o.create_if_missing = options.create_if_missing;
   o.write_buffer_size = options.write_buffer_bytes;
@@ -110,19 +136,30 @@ Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
   t.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  return o;
+}
 
+}  // namespace
+
+Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
+  struct stat st;
+  if (::stat((options.path + "/CURRENT").c_str(), &st) != 0 && errno == ENOENT &&
+      HasIndexFiles(options.path)) {
+    return Damaged(options.path, "its CURRENT file is missing");
+  }
   rocksdb::DB* db = nullptr;
-  STOKER_RETURN_IF_ERROR(
-      FromRocks(rocksdb::DB::Open(o, options.path, &db), "open index '" + options.path + "'"));
+  rocksdb::Status opened = rocksdb::DB::Open(RocksOptions(options), options.path, &db);
+  if (IsDamage(opened)) return Damaged(options.path, opened.ToString());
+  STOKER_RETURN_IF_ERROR(FromRocks(opened, "open index '" + options.path + "'"));
   std::unique_ptr<rocksdb::DB> owned(db);
 
   std::string value;
   rocksdb::Status s = db->Get(rocksdb::ReadOptions(), kMetaKey, &value);
   IndexMeta meta;
   if (s.IsNotFound()) {
-    if (options.chunk_size_if_new == 0) {
-      return Status::Invalid("index '" + options.path + "' has no meta record");
-    }
+    // Only a damaged index lacks it (its WAL lost, say): a new one is made
+    // with it.
+    if (options.chunk_size_if_new == 0) return Damaged(options.path, "it has no meta record");
     meta.chunk_size = options.chunk_size_if_new;
     // Synced, unlike every later write: an index that exists without its
     // meta record after a power cut could not be told from a damaged one.
@@ -131,18 +168,31 @@ Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
     STOKER_RETURN_IF_ERROR(
         FromRocks(db->Put(wo, kMetaKey, EncodeMeta(meta)), "write index meta record"));
   } else {
+    if (IsDamage(s)) return Damaged(options.path, "meta record: " + s.ToString());
     STOKER_RETURN_IF_ERROR(FromRocks(s, "read index meta record"));
-    STOKER_ASSIGN_OR_RETURN(meta, DecodeMeta(value));
+    Result<IndexMeta> decoded = DecodeMeta(value);
+    if (!decoded.ok()) return Damaged(options.path, "meta record: " + decoded.status().message());
+    meta = *decoded;
     if (meta.chunk_size == 0 || meta.chunk_size % kBlockSize != 0) {
-      return Status::Corruption("index meta record has chunk size " +
-                                std::to_string(meta.chunk_size));
+      return Damaged(options.path, "meta record has chunk size " + std::to_string(meta.chunk_size));
     }
   }
-  return std::unique_ptr<ChunkIndex>(new ChunkIndex(owned.release(), meta));
+  return std::unique_ptr<ChunkIndex>(new ChunkIndex(owned.release(), meta, s.IsNotFound()));
 }
 
-ChunkIndex::ChunkIndex(rocksdb::DB* db, IndexMeta meta)
-    : db_(db), clock_(meta.clock), meta_(meta) {}
+Status ChunkIndex::Salvage(const std::string& path) {
+  Options defaults;
+  defaults.path = path;
+  rocksdb::Status s = rocksdb::RepairDB(path, RocksOptions(defaults));
+  if (!s.ok()) return Status::Error(EBADMSG, "repair of index '" + path + "': " + s.ToString());
+  // What RepairDB could not read it keeps in lost/: space for nothing.
+  std::error_code ec;
+  std::filesystem::remove_all(path + "/lost", ec);
+  return Status::OK();
+}
+
+ChunkIndex::ChunkIndex(rocksdb::DB* db, IndexMeta meta, bool created)
+    : db_(db), created_(created), clock_(meta.clock), meta_(meta) {}
 
 ChunkIndex::~ChunkIndex() {
   {

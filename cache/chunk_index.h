@@ -47,10 +47,21 @@ class ChunkIndex {
   };
   // Opens (creating if allowed). The meta record is read back as stored; a
   // caller wanting another chunk size compares meta().chunk_size and wipes.
+  // A damaged index is EBADMSG, naming the damage: a corrupt file, a
+  // MANIFEST or CURRENT missing while the rest is there, an undecodable meta
+  // record. Failures of the world keep their codes (ENOSPC, EACCES, EIO...).
   static Result<std::unique_ptr<ChunkIndex>> Open(const Options& options);
+  // Rebuilds a damaged index at path in place from what is left of it
+  // (RocksDB's RepairDB: every record it can still read from the SST and
+  // WAL files; unreadable ones are lost). Nothing it keeps may be trusted
+  // before a check against the data files (fsck). REQUIRES: no one has the
+  // index open.
+  static Status Salvage(const std::string& path);
   ~ChunkIndex();
 
   IndexMeta meta() const;
+  // True if this Open made the index (there was no meta record).
+  bool created() const { return created_; }
   // Advances the eviction clock; the value is persisted with the next batch.
   uint64_t Tick() { return clock_.fetch_add(1) + 1; }
   uint64_t clock() const { return clock_.load(); }
@@ -111,11 +122,12 @@ class ChunkIndex {
   static uint64_t DiskBytes(const std::string& path);
 
  private:
-  ChunkIndex(rocksdb::DB* db, IndexMeta meta);
+  ChunkIndex(rocksdb::DB* db, IndexMeta meta, bool created);
   class Batch;
   Status Write(Batch& batch, const IndexMeta* new_meta);
 
   rocksdb::DB* const db_;
+  const bool created_;
   std::atomic<uint64_t> clock_;
   std::atomic<uint64_t> bytes_written_{0};
   mutable std::mutex mu_;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -31,6 +32,8 @@ nlohmann::json FsckReport::ToJson() const {
                         {"pending_writes", pending_writes},
                         {"bad_records", bad_records},
                         {"usage_mismatch", usage_mismatch},
+                        {"index_damage", index_damage},
+                        {"index_repair", index_repair},
                         {"repaired", repaired},
                         {"problems", problems}};
 }
@@ -438,11 +441,48 @@ Result<FsckReport> CheckCache(const std::string& dir, bool repair) {
   o.create_if_missing = false;
   o.write_buffer_bytes = 4ull << 20;
   o.block_cache_bytes = 8ull << 20;
-  STOKER_ASSIGN_OR_RETURN(auto index, ChunkIndex::Open(o));
-  STOKER_ASSIGN_OR_RETURN(auto store, ChunkStore::Open(dir + "/data", 64));
-  Fsck fsck(dir, repair, index.get(), store.get());
-  STOKER_RETURN_IF_ERROR(fsck.Run());
-  return std::move(fsck.report());
+  auto check = [&]() -> Result<FsckReport> {
+    STOKER_ASSIGN_OR_RETURN(auto index, ChunkIndex::Open(o));
+    STOKER_ASSIGN_OR_RETURN(auto store, ChunkStore::Open(dir + "/data", 64));
+    Fsck fsck(dir, repair, index.get(), store.get());
+    STOKER_RETURN_IF_ERROR(fsck.Run());
+    return std::move(fsck.report());
+  };
+  // EBADMSG: RocksDB found its files damaged, at open or in a walk.
+  Result<FsckReport> checked = check();
+  if (checked.ok() || checked.status().code() != EBADMSG) return checked;
+  FsckReport damage;
+  damage.index_damage = checked.status().message();
+  if (damage.index_damage.find("is damaged") == std::string::npos) {
+    damage.index_damage = "index '" + index_path + "' is damaged: " + damage.index_damage;
+  }
+  damage.problems.push_back(damage.index_damage);
+  if (!repair) return damage;
+  Status salvaged = ChunkIndex::Salvage(index_path);
+  if (salvaged.ok()) checked = check();
+  if (!salvaged.ok() || !checked.ok()) {
+    damage.problems.push_back("could not salvage it (" +
+                              (salvaged.ok() ? checked.status() : salvaged).message() +
+                              "): removed the index and every data file");
+    damage.index_repair = "reset";
+    for (const char* sub : {"/index", "/data"}) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir + sub, ec);
+      if (ec) return Status::Error(ec.value(), "remove '" + dir + sub + "': " + ec.message());
+    }
+    // An empty index directory: a cache directory still, which the next
+    // mount fills.
+    ::mkdir(index_path.c_str(), 0700);
+    damage.repaired++;
+    return damage;
+  }
+  FsckReport r = std::move(checked).value();
+  r.index_damage = damage.index_damage;
+  r.index_repair = "salvaged";
+  r.repaired++;
+  r.problems.insert(r.problems.begin(),
+                    {damage.index_damage, "salvaged what RocksDB could still read; checked below"});
+  return r;
 }
 
 }  // namespace stoker

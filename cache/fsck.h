@@ -4,6 +4,11 @@
 // checksum, finds data files no record refers to, records whose data is
 // missing, pending-write records, and whether the recorded usage matches.
 // With repair, drops what is bad and fixes the usage record.
+// A damaged index (ChunkIndex::Open says EBADMSG) is a finding: with repair
+// it is salvaged (ChunkIndex::Salvage) and then checked like any other, so
+// whatever it still says is verified against the data files and their
+// checksums; if it cannot be salvaged, the index and every data file go and
+// the next mount starts empty.
 // Thread-safety: single-threaded; takes the directory lock for its duration.
 #pragma once
 
@@ -26,11 +31,16 @@ struct FsckReport {
   uint64_t pending_writes = 0;  // intents left by a crash
   uint64_t bad_records = 0;     // undecodable index records
   bool usage_mismatch = false;
+  // Why the index could not be opened ("" if it could).
+  std::string index_damage;
+  // With repair, what became of a damaged index: "salvaged" (RocksDB repair,
+  // then checked) or "reset" (removed with every data file).
+  std::string index_repair;
   uint64_t repaired = 0;
   std::vector<std::string> problems;  // one line each, for people
   bool clean() const {
     return bad_checksums == 0 && missing_data == 0 && orphan_files == 0 && pending_writes == 0 &&
-           bad_records == 0 && !usage_mismatch;
+           bad_records == 0 && !usage_mismatch && index_damage.empty();
   }
   nlohmann::json ToJson() const;
 };

@@ -8,6 +8,10 @@
 #include <rocksdb/db.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <string>
+#include <vector>
+
 #include "cache/cache_test_util.h"
 #include "cache/chunk_index.h"
 #include "cache/chunk_store.h"
@@ -150,6 +154,83 @@ TEST_F(FsckTest, FindsAndRepairsEveryKindOfDamage) {
   EXPECT_TRUE(ReadAll(*c, "b") == Pattern(kCs, 2));
   EXPECT_EQ(c->counters().checksum_failures.load(), 0u) << "fsck dropped the bad chunk";
   EXPECT_EQ(c->counters().chunks_fetched.load(), 3u);
+}
+
+// Index damage at mount and in fsck (issue 6, corruption): the mount refuses
+// with one line that names the fix, fsck reports it (exit 1, not "could not
+// check"), and fsck --repair rebuilds a cache that serves the right bytes.
+class IndexDamageTest : public FsckTest {
+ protected:
+  std::vector<std::string> IndexFiles(const std::string& prefix, const std::string& suffix) {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(options_.dir + "/index")) {
+      std::string n = e.path().filename();
+      if (n.rfind(prefix, 0) == 0 && n.size() >= suffix.size() &&
+          n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        out.push_back(e.path());
+      }
+    }
+    return out;
+  }
+  // The mount's answer, then fsck's, then repair and a clean cache.
+  void ExpectRefusedThenRepaired(const std::string& what) {
+    auto refused = ObjectCache::Open(options_, origin_ptr_);
+    ASSERT_FALSE(refused.ok()) << what << ": the mount went on";
+    EXPECT_EQ(refused.status().code(), EBADMSG);
+    const std::string& msg = refused.status().message();
+    EXPECT_NE(msg.find("damaged"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("run 'stoker fsck --repair " + options_.dir + "'"), std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+
+    FsckReport r = Check(false);
+    EXPECT_FALSE(r.clean());
+    EXPECT_NE(r.index_damage.find(what), std::string::npos) << r.ToJson().dump(1);
+    EXPECT_EQ(r.repaired, 0u);
+
+    FsckReport fixed = Check(true);
+    EXPECT_FALSE(fixed.index_repair.empty()) << fixed.ToJson().dump(1);
+    FsckReport after = Check(false);
+    EXPECT_TRUE(after.clean()) << after.ToJson().dump(1);
+
+    auto c = OpenCache();
+    EXPECT_TRUE(ReadAll(*c, "a") == Pattern(3 * kCs + 5, 1));
+    EXPECT_TRUE(ReadAll(*c, "b") == Pattern(kCs, 2));
+    EXPECT_EQ(c->counters().checksum_failures.load(), 0u);
+    EXPECT_EQ(c->Stats()["fresh_start"], "");
+  }
+  // Reopens the index once, so that RocksDB turns its WAL into an SST.
+  void Settle() { Index().reset(); }
+};
+
+TEST_F(IndexDamageTest, DeletedManifest) {
+  Settle();
+  auto manifests = IndexFiles("MANIFEST-", "");
+  ASSERT_FALSE(manifests.empty());
+  for (const auto& p : manifests) ASSERT_EQ(unlink(p.c_str()), 0);
+  ExpectRefusedThenRepaired("MANIFEST");
+}
+
+TEST_F(IndexDamageTest, TruncatedSst) {
+  Settle();
+  auto ssts = IndexFiles("", ".sst");
+  ASSERT_FALSE(ssts.empty());
+  for (const auto& p : ssts) ASSERT_EQ(truncate(p.c_str(), 100), 0);
+  ExpectRefusedThenRepaired("damaged");
+}
+
+TEST_F(IndexDamageTest, DeletedCurrentIsNotAnEmptyIndex) {
+  Settle();
+  ASSERT_EQ(unlink((options_.dir + "/index/CURRENT").c_str()), 0);
+  ExpectRefusedThenRepaired("CURRENT");
+}
+
+TEST_F(IndexDamageTest, ADeletedIndexDirStartsEmptyAndSaysSo) {
+  std::filesystem::remove_all(options_.dir + "/index");
+  auto c = OpenCache();
+  EXPECT_EQ(c->Stats()["fresh_start"], "its index was missing; removed 2 data files");
+  EXPECT_FALSE(std::filesystem::exists(Data("01/1-1")));
+  EXPECT_TRUE(ReadAll(*c, "a") == Pattern(3 * kCs + 5, 1));
 }
 
 TEST_F(FsckTest, AnInterruptedVersionDropIsFinishedByRepair) {

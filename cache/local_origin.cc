@@ -13,6 +13,8 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
+#include <filesystem>
 #include <string_view>
 
 #include "cache/direct_io.h"
@@ -38,6 +40,44 @@ int OpenNoFollow(int dir, const char* comp, int flags) {
     }
     return -e;
   }
+}
+
+// Errors that a dead root gives for every call through it: a shut-down or
+// failed disk, a dead network or FUSE filesystem, a stale NFS handle.
+bool MayMeanDeadRoot(int code) {
+  switch (code) {
+    case EIO:
+    case ENOTCONN:
+    case ESTALE:
+    case ENODEV:
+    case ENXIO:
+    case ETIMEDOUT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// 0 if the directory behind fd (O_PATH is enough) can be listed, else errno.
+int RootLists(int fd) {
+  int list = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (list < 0) return errno;
+  DIR* d = ::fdopendir(list);
+  STOKER_CHECK(d != nullptr, "fdopendir of a directory fd");
+  errno = 0;
+  int e = ::readdir(d) == nullptr ? errno : 0;
+  ::closedir(d);
+  return e;
+}
+
+// Directories a LocalOrigin remembers for a dead origin (a few hundred
+// bytes each).
+constexpr size_t kMaxKnownDirs = 1 << 17;
+
+int64_t SteadyNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 class LocalOriginFile final : public OriginFile {
@@ -97,7 +137,28 @@ class LocalOriginFile final : public OriginFile {
   DirectTwin direct_;
 };
 
+// Opens dir as an origin root (O_PATH) and checks that it can be listed now
+// (EACCES, or a dead network mount's EIO). Returns the fd or -errno.
+int OpenRoot(const std::string& dir) {
+  int root = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return -errno;
+  int e = RootLists(root);
+  if (e != 0) {
+    ::close(root);
+    return -e;
+  }
+  return root;
+}
+
 }  // namespace
+
+struct LocalOrigin::Root {
+  explicit Root(int fd) : fd(fd) {}
+  ~Root() { ::close(fd); }
+  Root(const Root&) = delete;
+  Root& operator=(const Root&) = delete;
+  const int fd;
+};
 
 Result<std::shared_ptr<LocalOrigin>> LocalOrigin::Create(const std::string& dir,
                                                          std::shared_ptr<IoBackend> io,
@@ -107,26 +168,8 @@ Result<std::shared_ptr<LocalOrigin>> LocalOrigin::Create(const std::string& dir,
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno(what);
   if (!S_ISDIR(st.st_mode)) return Status::Error(ENOTDIR, what + " is not a directory");
-  int root = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) return Status::FromErrno(what);
-
-  // Readable now: list one entry (EACCES, or a dead network mount's EIO).
-  int list = ::openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (list < 0) {
-    Status s = Status::FromErrno(what);
-    ::close(root);
-    return s;
-  }
-  DIR* d = ::fdopendir(list);
-  STOKER_CHECK(d != nullptr, "fdopendir of a directory fd");
-  errno = 0;
-  if (::readdir(d) == nullptr && errno != 0) {
-    Status s = Status::FromErrno(what);
-    ::closedir(d);
-    ::close(root);
-    return s;
-  }
-  ::closedir(d);
+  int root = OpenRoot(dir);
+  if (root < 0) return Status::FromErrno(-root, what);
 
   bool openat2 = options.use_openat2;
   if (openat2) {
@@ -146,24 +189,91 @@ Result<std::shared_ptr<LocalOrigin>> LocalOrigin::Create(const std::string& dir,
   char* real = ::realpath(dir.c_str(), nullptr);
   std::string root_path = real != nullptr ? real : dir;
   std::free(real);
-  return std::shared_ptr<LocalOrigin>(new LocalOrigin(root, root_path, std::move(io), openat2));
+  std::error_code ec;
+  std::string absolute = std::filesystem::absolute(dir, ec).string();
+  if (ec) absolute = root_path;
+  return std::shared_ptr<LocalOrigin>(new LocalOrigin(root, root_path, absolute, std::move(io),
+                                                      openat2, options.reopen_interval_ms));
 }
 
-LocalOrigin::LocalOrigin(int root_fd, std::string root_path, std::shared_ptr<IoBackend> io,
-                         bool openat2)
-    : root_fd_(root_fd),
-      root_path_(std::move(root_path)),
+LocalOrigin::LocalOrigin(int root_fd, std::string root_path, std::string reopen_path,
+                         std::shared_ptr<IoBackend> io, bool openat2, int reopen_interval_ms)
+    : root_path_(std::move(root_path)),
+      reopen_path_(std::move(reopen_path)),
       io_(std::move(io)),
-      use_openat2_(openat2) {}
+      use_openat2_(openat2),
+      reopen_interval_ns_(static_cast<int64_t>(std::max(reopen_interval_ms, 0)) * 1000000),
+      root_(std::make_shared<const Root>(root_fd)) {}
 
-LocalOrigin::~LocalOrigin() { ::close(root_fd_); }
+LocalOrigin::~LocalOrigin() = default;
 
 Status LocalOrigin::Error(int code, const char* op, const std::string& path) const {
   return Status::FromErrno(
       code, std::string(op) + " '" + root_path_ + (path.empty() ? "" : "/" + path) + "'");
 }
 
-int LocalOrigin::OpenBeneath(const std::string& path, int flags) const {
+std::shared_ptr<const LocalOrigin::Root> LocalOrigin::CurrentRoot() const {
+  std::lock_guard<std::mutex> l(root_mu_);
+  return root_;
+}
+
+int LocalOrigin::WithRoot(const std::function<int(int)>& fn) {
+  std::shared_ptr<const Root> root = CurrentRoot();
+  int rc = fn(root->fd);
+  if (rc >= 0 || !Reopen(root, -rc)) return rc;
+  return fn(CurrentRoot()->fd);
+}
+
+bool LocalOrigin::Reopen(const std::shared_ptr<const Root>& root, int code) {
+  bool deleted = false;
+  if (code == ENOENT) {
+    // Every name under a deleted directory is ENOENT; anything else is a
+    // name that is not there.
+    struct stat st;
+    deleted = ::fstat(root->fd, &st) == 0 && st.st_nlink == 0;
+    if (!deleted) return false;
+  } else if (!MayMeanDeadRoot(code)) {
+    return false;
+  }
+  auto replaced = [&] {
+    std::lock_guard<std::mutex> l(root_mu_);
+    return root_ != root;
+  };
+  if (replaced()) return true;
+  std::unique_lock<std::mutex> trying(reopen_mu_, std::try_to_lock);
+  if (!trying.owns_lock()) return false;  // another thread is at it: fail fast
+  if (replaced()) return true;
+  const int64_t now = SteadyNs();
+  if (last_reopen_ns_ != 0 && now - last_reopen_ns_ < reopen_interval_ns_) return false;
+  last_reopen_ns_ = now;
+  int fd = OpenRoot(reopen_path_);
+  if (fd < 0) {
+    LOG_DEBUG("origin '{}' is still dead ({}): reopening it gave {}", root_path_,
+              std::strerror(code), std::strerror(-fd));
+    return false;
+  }
+  // The same directory, still listing through the old descriptor: the
+  // failure was the file's own (a bad sector) and moving would not help. (A
+  // dead filesystem may still list from cached pages, so a root that lists
+  // is not proof of life when the path leads elsewhere now.)
+  struct stat old_st, new_st;
+  if (!deleted && ::fstat(root->fd, &old_st) == 0 && ::fstat(fd, &new_st) == 0 &&
+      old_st.st_dev == new_st.st_dev && old_st.st_ino == new_st.st_ino &&
+      RootLists(root->fd) == 0) {
+    ::close(fd);
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> l(root_mu_);
+    root_ = std::make_shared<const Root>(fd);
+  }
+  reopens_++;
+  LOG_WARN("origin '{}' failed ({}); reopened '{}', which lists again", root_path_,
+           deleted ? "its directory was deleted" : std::strerror(code), reopen_path_);
+  return true;
+}
+
+int LocalOrigin::OpenBeneath(int root, const std::string& path, int flags) const {
   if (use_openat2_) {
     struct open_how how = {};
     how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
@@ -172,53 +282,81 @@ int LocalOrigin::OpenBeneath(const std::string& path, int flags) const {
     // EAGAIN: the kernel saw a concurrent rename and could not prove the
     // lookup stayed beneath the root; it asks to be retried.
     for (int again = 0;; ++again) {
-      long fd = ::syscall(SYS_openat2, root_fd_, p, &how, sizeof(how));
+      long fd = ::syscall(SYS_openat2, root, p, &how, sizeof(how));
       if (fd >= 0) return static_cast<int>(fd);
       if (errno == EINTR || (errno == EAGAIN && again < 16)) continue;
       return -errno;
     }
   }
-  if (path.empty()) return OpenNoFollow(root_fd_, ".", flags);
-  int dir = root_fd_;
+  if (path.empty()) return OpenNoFollow(root, ".", flags);
+  int dir = root;
   size_t start = 0;
   for (;;) {
     size_t end = path.find('/', start);
     std::string comp = path.substr(start, end == std::string::npos ? end : end - start);
     bool last = end == std::string::npos;
     int fd = OpenNoFollow(dir, comp.c_str(), last ? flags : O_PATH | O_DIRECTORY);
-    if (dir != root_fd_) ::close(dir);
+    if (dir != root) ::close(dir);
     if (fd < 0 || last) return fd;
     dir = fd;
     start = end + 1;
   }
 }
 
-int LocalOrigin::WithParent(const std::string& path,
+int LocalOrigin::WithParent(int root, const std::string& path,
                             const std::function<int(int, const char*)>& fn) const {
-  if (path.empty()) return fn(root_fd_, ".");
+  if (path.empty()) return fn(root, ".");
   size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return fn(root_fd_, path.c_str());
-  int dir = OpenBeneath(path.substr(0, slash), O_PATH | O_DIRECTORY);
+  if (slash == std::string::npos) return fn(root, path.c_str());
+  int dir = OpenBeneath(root, path.substr(0, slash), O_PATH | O_DIRECTORY);
   if (dir < 0) return dir;
   int rc = fn(dir, path.c_str() + slash + 1);
   ::close(dir);
   return rc;
 }
 
+int LocalOrigin::WithParentOfPath(const std::string& path,
+                                  const std::function<int(int, const char*)>& fn) {
+  return WithRoot([&](int root) { return WithParent(root, path, fn); });
+}
+
+void LocalOrigin::NoteDir(const std::string& path, const struct stat& st) {
+  std::lock_guard<std::mutex> l(dirs_mu_);
+  auto it = known_dirs_.find(path);
+  if (it != known_dirs_.end()) {
+    it->second = st;
+  } else if (known_dirs_.size() < kMaxKnownDirs) {
+    known_dirs_.emplace(path, st);
+  }
+}
+
+std::optional<struct stat> LocalOrigin::KnownDir(const std::string& path) const {
+  std::lock_guard<std::mutex> l(dirs_mu_);
+  auto it = known_dirs_.find(path);
+  if (it == known_dirs_.end()) return std::nullopt;
+  return it->second;
+}
+
 Result<struct stat> LocalOrigin::Stat(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   struct stat st;
-  int rc = WithParent(path, [&](int dir, const char* name) {
+  int rc = WithParentOfPath(path, [&](int dir, const char* name) {
     return ::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
   });
-  if (rc < 0) return Error(-rc, "stat", path);
+  if (rc < 0) {
+    if (MayMeanDeadRoot(-rc)) {
+      if (auto known = KnownDir(path)) return *known;
+    }
+    return Error(-rc, "stat", path);
+  }
+  if (S_ISDIR(st.st_mode)) NoteDir(path, st);
   return st;
 }
 
 Status LocalOrigin::ReadDir(const std::string& path,
                             const std::function<bool(const OriginDirEntry&)>& fn) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
-  int fd = OpenBeneath(path, O_RDONLY | O_DIRECTORY);
+  int fd = WithRoot([&](int root) { return OpenBeneath(root, path, O_RDONLY | O_DIRECTORY); });
   if (fd < 0) return Error(-fd, "readdir", path);
   std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(fd), ::closedir);
   STOKER_CHECK(d != nullptr, "fdopendir of a directory fd");
@@ -237,6 +375,8 @@ Status LocalOrigin::ReadDir(const std::string& path,
       return Error(errno, "stat", path.empty() ? std::string(name) : path + "/" + de->d_name);
     }
     entry.name.assign(name);
+    if (S_ISDIR(entry.st.st_mode))
+      NoteDir(path.empty() ? entry.name : path + "/" + entry.name, entry.st);
     if (!fn(entry)) return Status::OK();
   }
 }
@@ -244,7 +384,7 @@ Status LocalOrigin::ReadDir(const std::string& path,
 Result<std::string> LocalOrigin::ReadLink(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   std::string target;
-  int rc = WithParent(path, [&](int dir, const char* name) {
+  int rc = WithParentOfPath(path, [&](int dir, const char* name) {
     std::string buf(256, '\0');
     for (;;) {
       ssize_t n = ::readlinkat(dir, name, buf.data(), buf.size());
@@ -264,7 +404,8 @@ Result<std::string> LocalOrigin::ReadLink(const std::string& path) {
 Result<std::unique_ptr<OriginFile>> LocalOrigin::Open(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   // O_NONBLOCK: a FIFO swapped in for a file must not block the open.
-  int fd = OpenBeneath(path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  int fd =
+      WithRoot([&](int root) { return OpenBeneath(root, path, O_RDONLY | O_NOCTTY | O_NONBLOCK); });
   if (fd < 0) return Error(-fd, "open", path);
   struct stat st;
   int err = 0;
@@ -300,7 +441,7 @@ Result<std::string> LocalOrigin::GetXattr(const std::string& path, const std::st
     return Status::Invalid("bad xattr name");
   }
   std::string value;
-  int rc = WithParent(path, [&](int dir, const char* leaf) {
+  int rc = WithParentOfPath(path, [&](int dir, const char* leaf) {
     std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
     for (;;) {
       ssize_t n = ::lgetxattr(proc.c_str(), name.c_str(), nullptr, 0);
@@ -322,7 +463,7 @@ Result<std::string> LocalOrigin::GetXattr(const std::string& path, const std::st
 Result<std::vector<std::string>> LocalOrigin::ListXattr(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   std::string list;
-  int rc = WithParent(path, [&](int dir, const char* leaf) {
+  int rc = WithParentOfPath(path, [&](int dir, const char* leaf) {
     std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
     for (;;) {
       ssize_t n = ::llistxattr(proc.c_str(), nullptr, 0);

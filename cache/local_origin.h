@@ -1,7 +1,24 @@
 // LocalOrigin: an Origin over a local directory (an HDD, or an NFS/SMB mount).
 //
-// The root is opened once (O_PATH|O_DIRECTORY) and pinned: renaming or
-// replacing the directory later does not move the origin. Every access is
+// The root is opened once (O_PATH|O_DIRECTORY) and pinned: renaming the
+// directory later does not move the origin, nor does a lazy unmount of its
+// filesystem (the kernel keeps the detached filesystem working for us).
+// The root moves only when it is dead: a call through it failed with EIO,
+// ENOTCONN, ESTALE, ENODEV, ENXIO or ETIMEDOUT (a shut-down disk, a dead
+// network or FUSE filesystem, a stale NFS handle), or with ENOENT and the
+// pinned directory has been deleted. Then the path given to Create is
+// opened again (at most once per Options::reopen_interval_ms, by one thread
+// at a time; the others fail at once with the error they got), and if that
+// directory can be listed it becomes the root and the call is tried once
+// more (unless it is the root's own directory and that still lists through
+// the old descriptor: then the error was the file's, not the root's). So an origin that is
+// remounted at its path (the same filesystem or a copy on another device), or recreated there, is
+// used again without a remount of stoker. Calls in flight keep the descriptor they started with
+// until they return; an OriginFile keeps the file it opened (a dead one
+// keeps failing: open the path again). While the origin is dead, Stat of a
+// directory seen before (by Stat or ReadDir) answers with the attributes
+// seen last, as the remote origins do, so that the cached files below it
+// can still be reached; everything else fails. Every access is
 // resolved beneath that descriptor and never follows a symlink at any
 // component (openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS; where a
 // sandbox forbids openat2, a walk that opens one component at a time with
@@ -21,8 +38,14 @@
 // Thread-safety: every method may be called from many threads at once.
 #pragma once
 
+#include <sys/stat.h>
+
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/io_backend.h"
@@ -38,6 +61,9 @@ class LocalOrigin final : public Origin {
     // Create also turns it off when the kernel or a seccomp profile refuses
     // openat2). Default: true.
     bool use_openat2 = true;
+    // Least time between two attempts to reopen a dead root (0: every
+    // failing call may try). Default: 1000.
+    int reopen_interval_ms = 1000;
   };
 
   // Opens dir (which may itself be reached through symlinks: the user named
@@ -65,22 +91,52 @@ class LocalOrigin final : public Origin {
 
   // Whether paths are resolved with openat2 (false: the component walk).
   bool uses_openat2() const { return use_openat2_; }
+  // Times a dead root was replaced by a reopened one.
+  uint64_t root_reopens() const { return reopens_.load(); }
 
  private:
-  LocalOrigin(int root_fd, std::string root_path, std::shared_ptr<IoBackend> io, bool openat2);
+  struct Root;  // one open root descriptor, closed when the last user lets go
+  LocalOrigin(int root_fd, std::string root_path, std::string reopen_path,
+              std::shared_ptr<IoBackend> io, bool openat2, int reopen_interval_ms);
 
-  // Opens path (already validated; "" = the root) beneath the root with
-  // flags; returns the fd or -errno.
-  int OpenBeneath(const std::string& path, int flags) const;
+  std::shared_ptr<const Root> CurrentRoot() const;
+  // Runs fn(root_fd), which returns >= 0 or -errno; if it failed because
+  // the root is dead and a fresh root could be opened, runs it once more on
+  // that one. Returns fn's last result.
+  int WithRoot(const std::function<int(int)>& fn);
+  // After a call through root failed with code: true if a fresh root is now
+  // current (reopened here, or by another thread meanwhile).
+  bool Reopen(const std::shared_ptr<const Root>& root, int code);
+  // Opens path (already validated; "" = the root) beneath root with flags;
+  // returns the fd or -errno.
+  int OpenBeneath(int root, const std::string& path, int flags) const;
   // Validates path and runs fn(parent_fd, name) on its parent directory; the
-  // root is (root_fd_, "."). Returns fn's -errno, 0 on success.
-  int WithParent(const std::string& path, const std::function<int(int, const char*)>& fn) const;
+  // root is (root, "."). Returns fn's -errno, 0 on success.
+  int WithParent(int root, const std::string& path,
+                 const std::function<int(int, const char*)>& fn) const;
+  // WithParent on the current root, through WithRoot.
+  int WithParentOfPath(const std::string& path, const std::function<int(int, const char*)>& fn);
   Status Error(int code, const char* op, const std::string& path) const;
 
-  const int root_fd_;
-  const std::string root_path_;
+  const std::string root_path_;    // resolved, for messages
+  const std::string reopen_path_;  // as given, made absolute (symlinks not resolved)
   const std::shared_ptr<IoBackend> io_;
   const bool use_openat2_;
+  const int64_t reopen_interval_ns_;
+
+  // Lock order: reopen_mu_ -> root_mu_.
+  mutable std::mutex root_mu_;
+  std::shared_ptr<const Root> root_;  // GUARDED_BY(root_mu_)
+  // Held by the one thread trying to reopen.
+  std::mutex reopen_mu_;
+  int64_t last_reopen_ns_ = 0;  // GUARDED_BY(reopen_mu_): steady clock
+  std::atomic<uint64_t> reopens_{0};
+
+  void NoteDir(const std::string& path, const struct stat& st);
+  std::optional<struct stat> KnownDir(const std::string& path) const;
+  mutable std::mutex dirs_mu_;
+  // At most kMaxKnownDirs; past that, new ones are not noted.
+  std::unordered_map<std::string, struct stat> known_dirs_;  // GUARDED_BY(dirs_mu_)
 };
 
 }  // namespace stoker

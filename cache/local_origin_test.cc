@@ -11,10 +11,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/direct_io.h"
@@ -81,9 +84,10 @@ class LocalOriginTest : public ::testing::TestWithParam<bool> {
     EXPECT_EQ(OpenFdCount(), fds_before_) << "descriptor leaked";
     std::system(("rm -rf '" + base_ + "'").c_str());
   }
-  void Recreate() {
+  void Recreate(int reopen_interval_ms = 0) {
     LocalOrigin::Options o;
     o.use_openat2 = GetParam();
+    o.reopen_interval_ms = reopen_interval_ms;
     Result<std::shared_ptr<LocalOrigin>> origin = LocalOrigin::Create(root_, io_, o);
     ASSERT_TRUE(origin.ok()) << origin.status().message();
     origin_ = *origin;
@@ -471,6 +475,115 @@ TEST_P(LocalOriginTest, RootIsPinnedAcrossRename) {
   EXPECT_EQ(ReadAll(**f), "pinned");
 }
 
+// A dead root (a shut-down disk, a dead NFS or FUSE mount) is reopened from
+// its path; here the pinned directory is deleted, the one dead root a unit
+// test can make without mounting (tests/integration/test_dead_origin.py
+// kills real ones).
+TEST_P(LocalOriginTest, DeletedRootIsReopenedWhenItIsBack) {
+  WriteFile(In("f"), "before");
+  ASSERT_EQ(std::system(("rm -rf '" + root_ + "'").c_str()), 0);
+  EXPECT_EQ(origin_->Stat("f").status().code(), ENOENT);
+  EXPECT_EQ(origin_->Open("f").status().code(), ENOENT);
+  EXPECT_EQ(origin_->root_reopens(), 0u);
+  ASSERT_EQ(mkdir(root_.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(In("d").c_str(), 0755), 0);
+  WriteFile(In("d/f"), "after!");
+  Result<struct stat> st = origin_->Stat("d/f");
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(st->st_size, 6);
+  Result<std::unique_ptr<OriginFile>> f = origin_->Open("d/f");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(ReadAll(**f), "after!");
+  std::vector<std::string> names;
+  ASSERT_TRUE(origin_
+                  ->ReadDir("",
+                            [&](const OriginDirEntry& e) {
+                              names.push_back(e.name);
+                              return true;
+                            })
+                  .ok());
+  EXPECT_EQ(names, std::vector<std::string>{"d"});
+  EXPECT_EQ(origin_->root_reopens(), 1u);
+}
+
+TEST_P(LocalOriginTest, AMissingNameInALiveRootDoesNotReopen) {
+  ASSERT_EQ(mkdir(In("d").c_str(), 0755), 0);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(origin_->Stat("none").status().code(), ENOENT);
+    EXPECT_EQ(origin_->Stat("d/none").status().code(), ENOENT);
+    EXPECT_EQ(origin_->Open("d/none").status().code(), ENOENT);
+    EXPECT_EQ(origin_->ReadDir("none", [](auto&) { return true; }).code(), ENOENT);
+  }
+  EXPECT_EQ(origin_->root_reopens(), 0u);
+}
+
+TEST_P(LocalOriginTest, ReopeningIsRateLimited) {
+  Recreate(3600 * 1000);
+  WriteFile(In("f"), "x");
+  ASSERT_EQ(std::system(("rm -rf '" + root_ + "'").c_str()), 0);
+  EXPECT_EQ(origin_->Stat("f").status().code(), ENOENT);  // tries; nothing there yet
+  ASSERT_EQ(mkdir(root_.c_str(), 0755), 0);
+  WriteFile(In("f"), "x");
+  EXPECT_EQ(origin_->Stat("f").status().code(), ENOENT) << "a second try within the interval";
+  EXPECT_EQ(origin_->root_reopens(), 0u);
+}
+
+// Calls in flight keep the root they started with; none sees a closed or
+// reused descriptor, and every answer is the old tree's, the new tree's or
+// ENOENT (between the two).
+TEST_P(LocalOriginTest, CallsInFlightWhileTheRootIsReplaced) {
+  auto make_tree = [&](const std::string& dir, int gen) {
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((dir + "/d").c_str(), 0755), 0);
+    WriteFile(dir + "/d/f", "generation " + std::to_string(gen % 10));
+  };
+  ASSERT_EQ(rmdir(root_.c_str()), 0);
+  make_tree(root_, 0);
+  Recreate();
+  std::atomic<bool> stop{false};
+  std::atomic<int> good{0};
+  std::vector<std::string> problems[4];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto bad = [&](const std::string& what, const Status& s) {
+        if (s.code() != ENOENT) problems[t].push_back(what + ": " + s.message());
+      };
+      while (!stop.load()) {
+        Result<struct stat> st = origin_->Stat("d/f");
+        if (!st.ok()) bad("stat", st.status());
+        Result<std::unique_ptr<OriginFile>> f = origin_->Open("d/f");
+        if (f.ok()) {
+          std::string got = ReadAll(**f);
+          if (got.rfind("generation ", 0) != 0 || got.size() != 12) {
+            problems[t].push_back("read '" + got + "'");
+          }
+          good++;
+        } else {
+          bad("open", f.status());
+        }
+        Status s = origin_->ReadDir("d", [](auto&) { return true; });
+        if (!s.ok()) bad("readdir", s);
+      }
+    });
+  }
+  for (int gen = 1; gen <= 40; ++gen) {
+    std::string next = base_ + "/next";
+    make_tree(next, gen);
+    ASSERT_EQ(std::system(("rm -rf '" + root_ + "'").c_str()), 0);
+    ASSERT_EQ(rename(next.c_str(), root_.c_str()), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  stop = true;
+  for (auto& th : threads) th.join();
+  for (auto& p : problems) EXPECT_TRUE(p.empty()) << p.front();
+  EXPECT_GT(good.load(), 0);
+  Result<std::unique_ptr<OriginFile>> f = origin_->Open("d/f");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(ReadAll(**f), "generation 0");  // 40 % 10
+  EXPECT_GE(origin_->root_reopens(), 1u);
+}
+
 TEST(MakeOriginTest, LocalDirectory) {
   char tmpl[] = "/tmp/stoker-mk-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -541,6 +654,42 @@ TEST(MakeOriginTest, InjectedBackendReachesReads) {
     EXPECT_EQ(ReadAll(**fine), "data");
   }
   std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(SameContentTest, AnotherFilesystemKeepsOnlySizeAndMtime) {
+  OriginIdentity was{100, 5, 6, 7, 8, ""};
+  EXPECT_TRUE(SameContent(was, was));
+  OriginIdentity moved = was;  // cp -a to a tmpfs mounted in its place
+  moved.dev = 9;
+  moved.ino = 70;
+  moved.ctime_ns = 60;
+  EXPECT_TRUE(SameContent(was, moved));
+  OriginIdentity other = moved;
+  other.mtime_ns = 50;
+  EXPECT_FALSE(SameContent(was, other));
+  other = moved;
+  other.size = 101;
+  EXPECT_FALSE(SameContent(was, other));
+  // On the same filesystem a new inode is another file, even with the same
+  // size and mtime (rewritten and renamed within one clock tick).
+  OriginIdentity renamed_over = was;
+  renamed_over.ino = 70;
+  EXPECT_FALSE(SameContent(was, renamed_over));
+  EXPECT_TRUE(SameSizeAndTimes(was, renamed_over));
+  // A new ctime alone is a chmod, a link, or a copy over the same inode
+  // number (cp -a to a fresh tmpfs that got the same device number).
+  OriginIdentity chmodded = was;
+  chmodded.ctime_ns = 60;
+  EXPECT_TRUE(SameContent(was, chmodded));
+  OriginIdentity etag = was;
+  etag.etag = "\"abc\"";
+  EXPECT_FALSE(SameContent(was, etag));
+  // Remote origins (no device) carry their ETag in ctime.
+  OriginIdentity remote{100, 5, 6, 7, 0, ""};
+  OriginIdentity reuploaded = remote;
+  reuploaded.ctime_ns = 61;
+  EXPECT_FALSE(SameContent(remote, reuploaded));
+  EXPECT_FALSE(SameSizeAndTimes(remote, reuploaded));
 }
 
 TEST(IsOriginUnavailableTest, ReachabilityIsNotAbsence) {

@@ -54,14 +54,24 @@ Status ValidateOptions(const CacheOptions& o) {
   return Status::OK();
 }
 
-// A fresh start: the index and every data file go.
-Status Wipe(const std::string& dir) {
-  for (const char* sub : {"/index", "/data"}) {
+// A fresh start: the index and every data file go (subs: only those).
+Status Wipe(const std::string& dir, std::vector<const char*> subs = {"/index", "/data"}) {
+  for (const char* sub : subs) {
     std::error_code ec;
     std::filesystem::remove_all(dir + sub, ec);
     if (ec) return Status::Error(ec.value(), "wipe '" + dir + sub + "': " + ec.message());
   }
   return Status::OK();
+}
+
+uint64_t CountFiles(const std::string& dir) {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) ++n;
+  }
+  return n;
 }
 
 size_t DescriptorBudget() {
@@ -81,12 +91,34 @@ size_t ReadReply::size() const {
   return n;
 }
 
-Result<OriginFile*> OriginHandle::Get() {
+Result<std::shared_ptr<OriginFile>> OriginHandle::Get() {
   std::lock_guard<std::mutex> l(mu_);
   if (!file_) {
     STOKER_ASSIGN_OR_RETURN(file_, origin_->Open(path_));
   }
-  return file_.get();
+  return file_;
+}
+
+bool ObjectVersion::AtOrigin(const OriginIdentity& now) const {
+  std::lock_guard<std::mutex> l(at_mu);
+  if (at_origin == now) return true;
+  if (!SameContent(at_origin, now)) return false;
+  LOG_INFO("origin file '{}' is the same content at {} (was {}); its cached data stays valid", path,
+           now.ToString(), at_origin.ToString());
+  at_origin = now;
+  return true;
+}
+
+void ObjectVersion::MovedTo(const OriginIdentity& now) const {
+  std::lock_guard<std::mutex> l(at_mu);
+  LOG_INFO("origin file '{}' is another inode now ({}, was {}) with the same bytes", path,
+           now.ToString(), at_origin.ToString());
+  at_origin = now;
+}
+
+void OriginHandle::Forget(const OriginFile* file) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (file_.get() == file) file_.reset();
 }
 
 Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& options,
@@ -106,25 +138,44 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
   io_opts.write_buffer_bytes =
       std::clamp<uint64_t>(options.capacity_bytes / 256, 256ull << 10, 16ull << 20);
   p.index_headroom = io_opts.write_buffer_bytes;
+  // A damaged index is never guessed around: which chunks it still vouches
+  // for is for fsck to find out, with every checksum checked.
+  auto damaged = [&](const std::string& what) {
+    std::string msg = what.find("is damaged") != std::string::npos
+                          ? what
+                          : "index '" + io_opts.path + "' is damaged: " + what;
+    return Status::Error(
+        EBADMSG, "cache " + msg + "; run 'stoker fsck --repair " + options.dir + "' to rebuild it");
+  };
   auto index = ChunkIndex::Open(io_opts);
-  if (!index.ok() && index.status().code() == EBADMSG) {
-    LOG_WARN("cache index in '{}' is unreadable ({}); starting a fresh cache", options.dir,
-             index.status().message());
-    STOKER_RETURN_IF_ERROR(Wipe(options.dir));
-    index = ChunkIndex::Open(io_opts);
-  } else if (index.ok() && index.value()->meta().chunk_size != options.chunk_size) {
-    LOG_WARN("cache in '{}' was made with chunk size {}, this mount uses {}; starting fresh",
-             options.dir, index.value()->meta().chunk_size, options.chunk_size);
+  if (!index.ok() && index.status().code() == EBADMSG) return damaged(index.status().message());
+  if (index.ok() && index.value()->meta().chunk_size != options.chunk_size) {
+    p.fresh_start = "it was made with chunk size " +
+                    std::to_string(index.value()->meta().chunk_size) + ", this mount uses " +
+                    std::to_string(options.chunk_size);
     index.value().reset();
     STOKER_RETURN_IF_ERROR(Wipe(options.dir));
     index = ChunkIndex::Open(io_opts);
+  } else if (index.ok() && index.value()->created()) {
+    // A new index beside old data files (index/ was deleted): nothing can
+    // reach them any more, and they would take space outside the bound.
+    uint64_t files = CountFiles(options.dir + "/data");
+    if (files > 0) {
+      p.fresh_start = "its index was missing; removed " + std::to_string(files) + " data files";
+      STOKER_RETURN_IF_ERROR(Wipe(options.dir, {"/data"}));
+    }
   }
   if (!index.ok()) return index.status();
+  if (!p.fresh_start.empty()) {
+    LOG_WARN("cache in '{}' started empty: {}", options.dir, p.fresh_start);
+  }
   p.index = std::move(index).value();
   STOKER_ASSIGN_OR_RETURN(p.store, ChunkStore::Open(options.dir + "/data", DescriptorBudget()));
 
   auto impl = std::make_unique<ObjectCacheImpl>(std::move(p));
-  STOKER_RETURN_IF_ERROR(impl->Start());
+  Status started = impl->Start();
+  if (started.code() == EBADMSG) return damaged(started.message());
+  STOKER_RETURN_IF_ERROR(started);
   return std::unique_ptr<ObjectCache>(std::move(impl));
 }
 
@@ -138,6 +189,7 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
       index_path_(options_.dir + "/index"),
       chunk_size_(options_.chunk_size),
       index_headroom_(p.index_headroom),
+      fresh_start_(p.fresh_start),
       quota_(options_.capacity_bytes, options_.high_watermark, options_.low_watermark),
       dir_scan_(DirScan::Options{static_cast<size_t>(options_.dir_prefetch_files)},
                 [this](const std::string& dir) -> Result<std::vector<std::string>> {
@@ -255,6 +307,7 @@ std::shared_ptr<ObjectVersion> ObjectCacheImpl::MakeVersion(const std::string& p
   v->path = path;
   v->key = {rec.object_id, rec.version};
   v->identity = rec.identity;
+  v->at_origin = rec.identity;
   v->chunks = ChunkCount(rec.identity.size, chunk_size_);
   struct stat& st = v->st;
   st.st_mode = rec.attrs.mode;
@@ -408,7 +461,11 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
   rec.identity = id;
   rec.attrs = AttrsOf(*st);
   rec.validated_ns = now;
-  if (known && known->identity == id) {
+  // Against where this process last saw the version, if it did (it may
+  // have moved since the record was written).
+  const bool same =
+      entry ? entry->version->AtOrigin(id) : (known && SameContent(known->identity, id));
+  if (same) {
     rec.object_id = known->object_id;
     rec.version = known->version;
     Status s = index_->UpdateObject(path, rec);
@@ -471,6 +528,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   j["chunk_bytes"] = quota_.committed();
   j["index_bytes"] = index_bytes;
   j["index_headroom_bytes"] = index_headroom_;
+  j["fresh_start"] = fresh_start_;
   j["cache_capacity_bytes"] = options_.capacity_bytes;
   j["objects"] = m.objects;
   j["chunks"] = m.chunks;

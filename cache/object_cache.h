@@ -5,7 +5,13 @@
 // Contract:
 // - A file is cached per version: (path, OriginIdentity) -> version. A file
 //   whose identity changed gets a new version; chunks of the old one are
-//   never served again and are dropped.
+//   never served again and are dropped. The same content somewhere else (a
+//   remounted or copied origin: SameContent in origin.h, or another inode
+//   whose bytes match every cached chunk) keeps its version.
+// - A damaged index (ChunkIndex::Open's EBADMSG) is never wiped or guessed
+//   around: Open refuses with one line naming `stoker fsck --repair DIR`.
+//   Fresh starts (another chunk size; an index that was deleted) are logged
+//   and reported in Stats()["fresh_start"].
 // - A chunk is served only after its XXH3 checksum was verified by this
 //   process (once per chunk per process); a mismatch drops the chunk, counts
 //   checksum_failures and re-fetches from the origin. Readers never see

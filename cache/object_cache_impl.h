@@ -48,7 +48,7 @@ namespace stoker {
 struct ObjectVersion {
   std::string path;
   VersionKey key;
-  OriginIdentity identity;
+  OriginIdentity identity;  // as first cached (its size is the version's)
   struct stat st {};
   uint64_t chunks = 0;
   // A newer version replaced this one (or the path is gone): its chunks are
@@ -57,6 +57,16 @@ struct ObjectVersion {
   // A read saw the origin file change under this version: the next open
   // revalidates whatever the revalidation interval says.
   mutable std::atomic<bool> changed_at_origin{false};
+
+  // True if now is this version's content (SameContent with where the
+  // origin last had it); a move to another filesystem is remembered, so
+  // that the next check is against the file it moved to.
+  bool AtOrigin(const OriginIdentity& now) const;
+  // The origin holds this version's bytes at now (checked by the caller).
+  void MovedTo(const OriginIdentity& now) const;
+
+  mutable std::mutex at_mu;
+  mutable OriginIdentity at_origin;  // GUARDED_BY(at_mu): identity, or where it moved
 };
 
 // ESTALE: the version a file state stands for is no longer the origin's.
@@ -70,13 +80,17 @@ class OriginHandle {
   OriginHandle(std::shared_ptr<Origin> origin, std::string path)
       : origin_(std::move(origin)), path_(std::move(path)) {}
   // Failures are not remembered: an origin that comes back is used again.
-  Result<OriginFile*> Get();
+  Result<std::shared_ptr<OriginFile>> Get();
+  // file (from Get) failed because the origin could not be reached: the
+  // next Get opens the path again (a recovered origin, a fresh descriptor)
+  // instead of reusing it. Readers still using file keep it alive.
+  void Forget(const OriginFile* file);
 
  private:
   const std::shared_ptr<Origin> origin_;
   const std::string path_;
   std::mutex mu_;
-  std::unique_ptr<OriginFile> file_;  // GUARDED_BY(mu_)
+  std::shared_ptr<OriginFile> file_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace stoker
@@ -158,6 +172,8 @@ class ObjectCacheImpl final : public ObjectCache {
     // Index growth the quota keeps room for between measurements (a memtable
     // flush writes an SST before its WAL goes).
     uint64_t index_headroom = 0;
+    // Why Open threw away what the directory held ("" if it did not).
+    std::string fresh_start;
   };
   explicit ObjectCacheImpl(Parts parts);
   ~ObjectCacheImpl() override;
@@ -210,6 +226,10 @@ class ObjectCacheImpl final : public ObjectCache {
                      FetchTally* tally, Readahead* readahead = nullptr, bool ahead = false);
   Result<std::vector<ChunkBytes>> ReadRun(const ObjectVersion& v, OriginHandle& origin,
                                           uint64_t first, uint64_t n);
+  // Whether file, another inode with v's size and mtime, holds v's bytes:
+  // every chunk of v in the index is read from it and matches its checksum
+  // (and there is at least one).
+  bool HoldsCachedBytes(const ObjectVersion& v, OriginFile& file);
   void MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end, uint64_t last_chunk);
   void PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
                      const std::shared_ptr<OriginHandle>& origin,
@@ -275,6 +295,7 @@ class ObjectCacheImpl final : public ObjectCache {
   const std::string index_path_;
   const uint64_t chunk_size_;
   const uint64_t index_headroom_;
+  const std::string fresh_start_;
   std::mutex index_size_mu_;
   uint64_t index_measured_ = 0;    // GUARDED_BY(index_size_mu_)
   uint64_t index_written_at_ = 0;  // GUARDED_BY(index_size_mu_)

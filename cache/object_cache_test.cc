@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <numeric>
 #include <thread>
 
@@ -87,6 +88,18 @@ class ObjectCacheTest : public ::testing::Test {
       out += part;
     }
     return out;
+  }
+
+  // Writes data beside name, gives it name's times and renames it over name:
+  // another inode with the same size and mtime.
+  void RenameOverKeepingTimes(const std::string& name, const std::string& data) {
+    const std::string tmp = origin_dir_.Sub(name + ".tmp");
+    WriteFile(tmp, data);
+    struct stat st;
+    ASSERT_EQ(stat(origin_dir_.Sub(name).c_str(), &st), 0);
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    ASSERT_EQ(utimensat(AT_FDCWD, tmp.c_str(), times, 0), 0);
+    ASSERT_EQ(rename(tmp.c_str(), origin_dir_.Sub(name).c_str()), 0);
   }
 
   std::string DataFile(uint64_t object_id, uint64_t version) const {
@@ -329,6 +342,138 @@ TEST_F(ObjectCacheTest, UnreachableOriginKeepsServingCachedChunks) {
   EXPECT_EQ(ReadRange(*cache, *again, 2 * kCs, 10), data.substr(2 * kCs, 10));
 }
 
+// An origin reached through a symlink that can be pointed at a copy of it on
+// another filesystem (as cp -a to a tmpfs mounted in its place would give:
+// same bytes and mtimes, new st_dev, st_ino and ctime).
+class MovingOriginTest : public ObjectCacheTest {
+ protected:
+  void SetUp() override {
+    ObjectCacheTest::SetUp();
+    char tmpl[] = "/dev/shm/stoker-moved-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) GTEST_SKIP() << "no /dev/shm";
+    elsewhere_ = tmpl;
+    struct stat a, b;
+    ASSERT_EQ(stat(origin_dir_.path().c_str(), &a), 0);
+    ASSERT_EQ(stat(elsewhere_.c_str(), &b), 0);
+    if (a.st_dev == b.st_dev) GTEST_SKIP() << "/dev/shm is on the same filesystem as /tmp";
+    real_ = origin_dir_.Sub("real");
+    link_ = origin_dir_.Sub("link");
+    ASSERT_EQ(mkdir(real_.c_str(), 0755), 0);
+    ASSERT_EQ(symlink("real", link_.c_str()), 0);
+    origin_ = MakeOrigin();
+    options_.revalidate_seconds = 3600;
+  }
+  void TearDown() override {
+    if (!elsewhere_.empty()) std::filesystem::remove_all(elsewhere_);
+  }
+  std::shared_ptr<testing::ControlledOrigin> MakeOrigin() {
+    auto io = MakeIoBackend(IoBackendKind::kSyscall);
+    STOKER_CHECK(io.ok(), "io backend");
+    LocalOrigin::Options o;
+    o.reopen_interval_ms = 0;
+    auto local = LocalOrigin::Create(link_, std::shared_ptr<IoBackend>(std::move(*io)), o);
+    STOKER_CHECK(local.ok(), local.status().message().c_str());
+    return std::make_shared<testing::ControlledOrigin>(*local);
+  }
+  // Copies the origin's files with their mtimes, points the link at the
+  // copy and deletes the original: the old root is dead.
+  void MoveOrigin() {
+    for (const auto& e : std::filesystem::directory_iterator(real_)) {
+      std::string name = e.path().filename();
+      std::filesystem::copy_file(e.path(), elsewhere_ + "/" + name);
+      struct stat st;
+      ASSERT_EQ(stat(e.path().c_str(), &st), 0);
+      struct timespec times[2] = {st.st_atim, st.st_mtim};
+      ASSERT_EQ(utimensat(AT_FDCWD, (elsewhere_ + "/" + name).c_str(), times, 0), 0);
+    }
+    ASSERT_EQ(unlink(link_.c_str()), 0);
+    ASSERT_EQ(symlink(elsewhere_.c_str(), link_.c_str()), 0);
+    std::filesystem::remove_all(real_);
+  }
+
+  std::string real_, link_, elsewhere_;
+};
+
+// Bug (issue 6, dead-origin): after a remount, the first read of a partly
+// cached file gave ESTALE when the origin had come back on another device
+// with the same bytes and mtimes: the new daemon trusted the last
+// validation (inside --revalidate) and the fetch compared st_dev/st_ino.
+TEST_F(MovingOriginTest, EstaleOnFirstReadAfterRemountOnAnotherDevice) {
+  std::string data = Pattern(4 * kCs + 5, 3);
+  WriteFile(real_ + "/a", data);
+  {
+    auto cache = OpenCache();
+    auto o = cache->Open("a", false).value();
+    ASSERT_EQ(ReadRange(*cache, o, 0, kCs), data.substr(0, kCs));
+  }
+  MoveOrigin();
+  origin_ = MakeOrigin();  // the new daemon
+  auto cache = OpenCache();
+  Status s;
+  EXPECT_EQ(ReadAll(*cache, "a", &s), data) << s.message();
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(cache->counters().origin_changes.load(), 0u);
+  EXPECT_GE(cache->counters().cache_hit_bytes.load(), kCs) << "chunk 0 still served from cache";
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), data.size() - kCs);
+  // Revalidated later, the moved file is still the same version.
+  auto again = cache->Open("a", true);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_FALSE(again->changed);
+  EXPECT_EQ(cache->counters().origin_changes.load(), 0u);
+}
+
+// The same move under a running cache: its origin's root died and was
+// reopened, and the open file reads on without a remount.
+TEST_F(MovingOriginTest, ARunningCacheFollowsTheOriginToAnotherDevice) {
+  std::string data = Pattern(4 * kCs + 5, 4);
+  WriteFile(real_ + "/a", data);
+  WriteFile(real_ + "/b", "bee");
+  auto cache = OpenCache();
+  auto o = cache->Open("a", false).value();
+  ASSERT_EQ(ReadRange(*cache, o, 0, kCs), data.substr(0, kCs));
+  MoveOrigin();
+  auto fresh = cache->Open("a", false).value();
+  EXPECT_EQ(ReadRange(*cache, fresh, kCs, 3 * kCs + 5), data.substr(kCs));
+  EXPECT_EQ(ReadAll(*cache, "b"), "bee");
+  EXPECT_EQ(cache->counters().origin_changes.load(), 0u);
+}
+
+// What the moved-device rule must not loosen: on one filesystem, a file
+// renamed over another with the same size and mtime is a new file.
+TEST_F(ObjectCacheTest, ARenameOverWithTheSameSizeAndMtimeIsStillAChange) {
+  std::string old_data = Pattern(2 * kCs, 5), new_data = Pattern(2 * kCs, 6);
+  Put("a", old_data);
+  options_.revalidate_seconds = 3600;
+  auto cache = OpenCache();
+  auto o = cache->Open("a", false).value();
+  ASSERT_EQ(ReadRange(*cache, o, 0, 10), old_data.substr(0, 10));
+  RenameOverKeepingTimes("a", new_data);
+  auto inside_window = cache->Open("a", false).value();
+  Status s;
+  EXPECT_EQ(ReadRange(*cache, inside_window, kCs, 10, &s), "");
+  EXPECT_EQ(s.code(), ESTALE) << "never old chunk 0 with new chunk 1";
+  auto again = cache->Open("a", false).value();
+  EXPECT_TRUE(again.changed);
+  EXPECT_EQ(ReadRange(*cache, again, 0, 2 * kCs), new_data);
+}
+
+// The origin restored from a copy on the same filesystem: another inode,
+// the same size, mtime and bytes. The cached chunks show it is the same.
+TEST_F(ObjectCacheTest, ACopyRenamedOverWithTheSameBytesIsNotStale) {
+  std::string data = Pattern(3 * kCs, 7);
+  Put("a", data);
+  options_.revalidate_seconds = 3600;
+  auto cache = OpenCache();
+  auto o = cache->Open("a", false).value();
+  ASSERT_EQ(ReadRange(*cache, o, 0, 10), data.substr(0, 10));
+  RenameOverKeepingTimes("a", data);
+  auto again = cache->Open("a", false).value();
+  Status s;
+  EXPECT_EQ(ReadRange(*cache, again, kCs, 2 * kCs, &s), data.substr(kCs)) << s.message();
+  EXPECT_EQ(ReadRange(*cache, o, 0, 3 * kCs), data) << "the open file reads on, too";
+  EXPECT_EQ(cache->counters().origin_changes.load(), 0u);
+}
+
 TEST_F(ObjectCacheTest, ConcurrentMissesOfOneChunkReadTheOriginOnce) {
   std::string data = Pattern(kCs, 8);
   Put("a", data);
@@ -552,6 +697,8 @@ TEST_F(ObjectCacheTest, AnotherChunkSizeStartsFresh) {
   { ASSERT_EQ(ReadAll(*OpenCache(), "a"), Pattern(3 * kCs, 1)); }
   options_.chunk_size = 2 * kCs;
   auto cache = OpenCache();
+  EXPECT_EQ(cache->Stats()["fresh_start"],
+            "it was made with chunk size 65536, this mount uses 131072");
   EXPECT_EQ(cache->Stats()["chunks"], 0u);
   EXPECT_EQ(cache->Stats()["chunk_size"], 2 * kCs);
   EXPECT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 1));

@@ -2,6 +2,7 @@
 #include "cache/origin.h"
 
 #include <cerrno>
+#include <string>
 #include <string_view>
 
 namespace stoker {
@@ -33,6 +34,22 @@ OriginIdentity IdentityFromStat(const struct stat& st) {
   id.ino = static_cast<uint64_t>(st.st_ino);
   id.dev = static_cast<uint64_t>(st.st_dev);
   return id;
+}
+
+std::string OriginIdentity::ToString() const {
+  return "size " + std::to_string(size) + " mtime " + std::to_string(mtime_ns) + " ctime " +
+         std::to_string(ctime_ns) + " dev " + std::to_string(dev) + " ino " + std::to_string(ino);
+}
+
+bool SameSizeAndTimes(const OriginIdentity& a, const OriginIdentity& b) {
+  // Remote origins have no device and carry their ETag in ctime.
+  const bool remote = a.dev == 0 || b.dev == 0;
+  return a.size == b.size && a.mtime_ns == b.mtime_ns && a.etag == b.etag &&
+         (!remote || a.ctime_ns == b.ctime_ns);
+}
+
+bool SameContent(const OriginIdentity& was, const OriginIdentity& now) {
+  return SameSizeAndTimes(was, now) && (was.ino == now.ino || was.dev != now.dev);
 }
 
 bool IsPlainRelativePath(const std::string& path) {

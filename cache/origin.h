@@ -40,7 +40,25 @@ struct OriginIdentity {
   std::string etag;
 
   bool operator==(const OriginIdentity&) const = default;
+  // "size S mtime M ctime C dev D ino I" (for logs).
+  std::string ToString() const;
 };
+
+// Whether now (what the origin has at a path) is the content that was was's,
+// judged by attributes alone: the same size, mtime and ETag, and the same
+// inode, or another filesystem (st_dev differs: the origin was remounted, or
+// copied with its times kept, by cp -a or rsync -a, and mounted in its
+// place; inode numbers do not carry over). ctime is not compared for files
+// on a device: a chmod, a new hard link or a copy that keeps times changes
+// it, the bytes do not. (Remote origins have st_dev 0 and carry their ETag
+// in ctime: for them it is compared.)
+// On one filesystem another inode is another file even with the same size
+// and mtime: a rewrite and rename within one timestamp tick keeps both (the
+// cache checks such a file's bytes before it takes it for the same).
+bool SameContent(const OriginIdentity& was, const OriginIdentity& now);
+// The same size, mtime and ETag (and ctime where it is the ETag): what every
+// copy that keeps times keeps.
+bool SameSizeAndTimes(const OriginIdentity& a, const OriginIdentity& b);
 
 // True if the error code means "could not reach the origin" rather than
 // "the origin says no / not there".

@@ -268,8 +268,15 @@ Result<struct stat> S3Origin::Stat(const std::string& path) {
     return StatOf(path, dir);
   }
   if (head.status().code() != ENOENT) return head.status();
-  STOKER_ASSIGN_OR_RETURN(bool is_dir, IsDir(path));
-  if (!is_dir) return head.status();
+  Result<bool> is_dir = IsDir(path);
+  if (!is_dir.ok()) {
+    // Answering HEADs (a directory is no object) but not listings.
+    if (IsOriginUnavailable(is_dir.status().code()) && listings_.KnownDir(path)) {
+      return StatOf(path, dir);
+    }
+    return is_dir.status();
+  }
+  if (!*is_dir) return head.status();
   listings_.NoteDir(path);
   return StatOf(path, dir);
 }

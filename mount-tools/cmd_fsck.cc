@@ -51,7 +51,7 @@ std::string FormatFsckReport(const FsckReport& r, bool repair, size_t max_proble
   std::string out = "checked " + std::to_string(r.objects) + " objects, " +
                     std::to_string(r.chunks) + " chunks (" + FormatSize(r.bytes_checked) + ")\n";
   if (r.clean()) return out + "clean\n";
-  std::string kinds;
+  std::string kinds = r.index_damage.empty() ? "" : "index damaged";
   AddCount(&kinds, r.bad_checksums, "bad checksums");
   AddCount(&kinds, r.missing_data, "records without data");
   AddCount(&kinds, r.orphan_files, "orphan data files");
@@ -67,6 +67,8 @@ std::string FormatFsckReport(const FsckReport& r, bool repair, size_t max_proble
   }
   if (repair) {
     out += "repaired " + std::to_string(r.repaired) + "\n";
+  } else if (!r.index_damage.empty()) {
+    out += "run again with --repair to rebuild the index\n";
   } else {
     out += "run again with --repair to drop what is bad\n";
   }

@@ -78,6 +78,10 @@ std::string FormatStats(const nlohmann::json& s) {
   std::vector<std::pair<std::string, std::string>> rows;
   rows.emplace_back("origin", Text(s, "origin"));
   rows.emplace_back("cache dir", Text(s, "cache_dir"));
+  if (s.contains("fresh_start") && s["fresh_start"].is_string() &&
+      !s["fresh_start"].get<std::string>().empty()) {
+    rows.emplace_back("started empty", s["fresh_start"].get<std::string>());
+  }
 
   auto used = Count(s, "cache_used_bytes");
   auto cap = Count(s, "cache_capacity_bytes");

@@ -109,6 +109,13 @@ TEST(FormatStats, DecoderRowAndEachViewsDecoder) {
   EXPECT_EQ(Row(FormatStats(s), "decoder"), "cpu (--decoder=cpu)");
 }
 
+TEST(FormatStats, AFreshStartIsShownOnlyWhenThereWasOne) {
+  EXPECT_EQ(Row(FormatStats(nlohmann::json{{"fresh_start", ""}}), "started empty"), "");
+  EXPECT_EQ(
+      Row(FormatStats(nlohmann::json{{"fresh_start", "its index was missing"}}), "started empty"),
+      "its index was missing");
+}
+
 TEST(FormatStats, MissingFieldsAndNothingReadPrintDashes) {
   std::string t = FormatStats(nlohmann::json{{"bytes_read", 0}, {"cache_hit_bytes", 0}});
   EXPECT_EQ(Row(t, "origin"), "-");
@@ -132,6 +139,15 @@ TEST(FormatFsckReport, Clean) {
   r.chunks = 10;
   r.bytes_checked = 10ull << 20;
   EXPECT_EQ(FormatFsckReport(r, false, 20), "checked 3 objects, 10 chunks (10.0 MiB)\nclean\n");
+}
+
+TEST(FormatFsckReport, ADamagedIndexSaysHowToRebuildIt) {
+  FsckReport r;
+  r.index_damage = "index '/c/index' is damaged: its CURRENT file is missing";
+  r.problems.push_back(r.index_damage);
+  EXPECT_EQ(FormatFsckReport(r, false, 20),
+            "checked 0 objects, 0 chunks (0 B)\nproblems: index damaged\n  " + r.index_damage +
+                "\nrun again with --repair to rebuild the index\n");
 }
 
 TEST(FormatFsckReport, ListsProblemsCapped) {

@@ -388,3 +388,29 @@ def test_persistent_slow_down_gives_eio_not_a_hang(mounts, proxy):
     assert e.value.errno == errno.EIO
     assert m.stats()["origin_errors"] > 0
     assert lib.pid_alive(m.pid)
+
+
+def test_stalling_server_gives_eio_while_cached_data_is_served(mounts, proxy, objs):
+    """A server that answers every GET with headers and then nothing (a hung
+    S3 endpoint): cached objects are still served, uncached reads fail
+    with EIO after --origin-stall-timeout instead of hanging, and reads work
+    again once it answers."""
+    from fault_proxy import Rule
+    m = mounts.make(f"s3://{BUCKET}/{PREFIX}",
+                    args=ARGS + ["--s3-endpoint", proxy.url, "--origin-stall-timeout", "1",
+                                 "--origin-retries", "1", "--prefetch", "0"])
+    cached = os.path.join(m.mnt, "sizes", "2chunk")
+    assert with_deadline(lib.read_file, cached) == objs["sizes/2chunk"]
+    big = os.path.join(m.mnt, "big")
+    with_deadline(os.stat, big)  # known, not cached
+    # Every GET (objects and listings) stalls. HEADs are left alone: the
+    # proxy's stall sends the headers, which is a whole answer to a HEAD.
+    proxy.add(Rule(r".", stall=True, method="GET"))
+    lib.drop_caches([cached])
+    assert with_deadline(lib.read_file, cached) == objs["sizes/2chunk"]
+    with pytest.raises(OSError) as e:
+        with_deadline(lib.read_file, big)
+    assert e.value.errno == errno.EIO
+    assert m.stats()["origin_errors"] > 0
+    proxy.rules.clear()
+    assert with_deadline(lib.read_file, big) == objs["big"]

@@ -5,7 +5,9 @@ or deleted while unmounted), runs fsck, mounts and reads everything.
 
 Proves: damage is never served (every byte read equals the origin), and it
 is detected: by the read checksum (checksum_failures), by fsck (exit 1), or
-by a mount that refuses with a clear one-line error."""
+by a mount that refuses with a clear one-line error naming the fix, after
+which `stoker fsck --repair` must give a clean cache that mounts and serves
+every byte right."""
 
 import os
 import random
@@ -131,10 +133,19 @@ def run_case(tally, scratch, origin, rels, pristine, name, damage):
         msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
         if lib.is_mounted(m.mnt):
             tally.fail(f"{name}: mount exited {r.returncode} but left a mount")
-        elif len(msg) != 1:
-            tally.fail(f"{name}: mount refused without one clear line: {msg}")
+        elif len(msg) != 1 or "stoker fsck --repair" not in msg[0]:
+            tally.fail(f"{name}: mount refused without one clear line naming the fix: {msg}")
         tally.say(f"{name}: {fsck_says}; mount refused: {msg[:1]}")
-        return
+        r = lib.fsck(cache, "--repair")
+        rc2, rep2, _ = rel.fsck_json(cache)
+        tally.say(f"  fsck --repair rc={r.returncode}; fsck after it: rc={rc2} ({rel.findings(rep2)})")
+        if rc2 != 0:
+            tally.fail(f"{name}: fsck --repair left a cache that is not clean")
+            return
+        r = lib.run(m.command(), timeout=lib.MOUNT_TIMEOUT)
+        if r.returncode != 0:
+            tally.fail(f"{name}: the repaired cache does not mount: {lib.describe(r)}")
+            return
     m.pid = int(m.stats()["pid"])
     rel.compare_everything(tally, origin, m.mnt, rels)
     s = m.stats()

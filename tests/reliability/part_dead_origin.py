@@ -14,6 +14,7 @@ remount on the same cache must then serve everything."""
 import errno
 import os
 import random
+import time
 
 import rel
 from rel import ARGS, MIB, lib
@@ -94,13 +95,21 @@ def uncached_reads_fail(tally, m, keep, rels):
 
 
 def recovered(m, keep, rels):
-    """True when the running mount reads the uncached files correctly."""
-    def go():
-        for r in rels:
+    """True when the running mount reads the uncached files correctly. The
+    daemon tries to reopen a dead origin at most once a second, so a read
+    right after the origin came back may still fail: each file gets retries
+    until READ_DEADLINE."""
+    def one(r):
+        deadline = time.monotonic() + READ_DEADLINE
+        while True:
             try:
-                if lib.read_file(m.mnt / r) != (keep / r).read_bytes():
-                    return False
+                return lib.read_file(m.mnt / r) == (keep / r).read_bytes()
             except OSError:
-                return False
-        return True
-    return lib.with_deadline(go, timeout=READ_DEADLINE * 2, what="reads after recovery")
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.5)
+
+    def go():
+        return all([one(r) for r in rels])
+    return lib.with_deadline(go, timeout=READ_DEADLINE * (len(rels) + 2),
+                             what="reads after recovery")

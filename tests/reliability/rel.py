@@ -306,8 +306,8 @@ def findings(rep):
     """The non-zero problem counters of an fsck report, as a short string."""
     if not rep:
         return "no report"
-    keys = ("bad_checksums", "missing_data", "orphan_files", "pending_writes",
-            "bad_records", "usage_mismatch")
+    keys = ("index_damage", "index_repair", "bad_checksums", "missing_data", "orphan_files",
+            "pending_writes", "bad_records", "usage_mismatch")
     got = [f"{k}={rep[k]}" for k in keys if rep.get(k)]
     return ", ".join(got) or "clean"
 
