@@ -326,8 +326,17 @@ std::shared_ptr<ObjectVersion> ObjectCacheImpl::MakeVersion(const std::string& p
 }
 
 void ObjectCacheImpl::Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key) {
-  if (v) v->superseded = true;
+  if (v) {
+    v->superseded = true;
+    // Reads already past their check finish their replies first; later ones
+    // see superseded. (Readers never wait on an open: no cycle.)
+    std::unique_lock<std::shared_mutex> drained(v->serving);
+  }
   QueueDrop(key);
+}
+
+std::shared_lock<std::shared_mutex> ObjectCacheImpl::HoldServe(OpenFileState& file) {
+  return std::shared_lock<std::shared_mutex>(file.version->serving);
 }
 
 Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool force) {
@@ -358,7 +367,7 @@ void ObjectCacheImpl::TrimObjects() {
   // costs the kernel's pages of it. Down to 3/4, so that trims are rare.
   for (auto it = objects_.begin();
        it != objects_.end() && objects_.size() > options_.max_object_entries * 3 / 4;) {
-    if (it->second.version.use_count() == 1) {
+    if (it->second.version.use_count() == 1 && !it->second.ReplacedStillOpen()) {
       it = objects_.erase(it);
     } else {
       ++it;
@@ -392,7 +401,8 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     if (changed) entry->change_unannounced = true;
     if (who == Opener::kFs) {
       o.changed = entry->change_unannounced;
-      o.keep_cache = !o.changed && entry->seen;
+      o.bypass_page_cache = entry->ReplacedStillOpen();
+      o.keep_cache = !o.changed && !o.bypass_page_cache && entry->seen;
       entry->seen = true;
       entry->change_unannounced = false;
     }
@@ -485,7 +495,13 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     counters_.origin_changes++;
     LOG_INFO("origin file '{}' changed; caching version {}", path, rec.version);
     Supersede(entry ? entry->version : nullptr, old);
+    std::vector<std::weak_ptr<ObjectVersion>> replaced;
+    if (entry) {
+      replaced = std::move(entry->replaced);
+      replaced.push_back(entry->version);
+    }
     entry = ObjectEntry{rec, MakeVersion(path, rec), false};
+    entry->replaced = std::move(replaced);
     changed = true;
   } else {
     rec.version = 1;

@@ -35,6 +35,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,12 @@ class ObjectCache {
     // The origin file changed since this daemon last saw it: fs/ must
     // invalidate the kernel's cache for the inode (outside this request).
     bool changed = false;
+    // A replaced version of this path is still open: the kernel's page cache
+    // is shared by every open of the inode, and a reader of the old version
+    // that straddles the invalidation would copy old pages and then pages
+    // of this version in one read. fs/ opens this one without the page
+    // cache (FOPEN_DIRECT_IO), so only old opens ever fill it.
+    bool bypass_page_cache = false;
     struct stat st {};  // attributes of the version opened
   };
   // Opens path for reading, revalidating its identity with the origin if the
@@ -121,6 +128,14 @@ class ObjectCache {
   // Reads [off, off+len) of an opened file, clipped to its size. Fills out.
   // Detects sequential access per OpenFileState and prefetches ahead.
   virtual Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) = 0;
+
+  // Held by fs/ from before a Read until its reply has reached the kernel.
+  // When an open finds the origin file changed, the version it replaces is
+  // superseded (its later reads fail with ESTALE) and the open waits for
+  // the reads already past that check to be answered before it returns:
+  // so no byte of the old version enters the kernel's page cache after the
+  // open that invalidates it (and new pages never sit beside old ones).
+  virtual std::shared_lock<std::shared_mutex> HoldServe(OpenFileState& file) = 0;
 
   // Queues path (a file, or a directory walked recursively) to be fetched
   // into the cache in the background. Returns once queued.

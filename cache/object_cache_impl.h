@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -54,6 +55,9 @@ struct ObjectVersion {
   // A newer version replaced this one (or the path is gone): its chunks are
   // being dropped and must be neither served nor written.
   std::atomic<bool> superseded{false};
+  // Shared by each fs read of this version until its reply is sent;
+  // Supersede takes it exclusively once (see ObjectCache::HoldServe).
+  mutable std::shared_mutex serving;
   // A read saw the origin file change under this version: the next open
   // revalidates whatever the revalidation interval says.
   mutable std::atomic<bool> changed_at_origin{false};
@@ -188,6 +192,7 @@ class ObjectCacheImpl final : public ObjectCache {
   Status PutDerived(const OpenFileState& file, const std::string& name,
                     const std::string& value) override;
   Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) override;
+  std::shared_lock<std::shared_mutex> HoldServe(OpenFileState& file) override;
   Status Warm(const std::string& path) override;
   nlohmann::json Stats() override;
   CacheCounters& counters() override { return counters_; }
@@ -200,6 +205,13 @@ class ObjectCacheImpl final : public ObjectCache {
     // A background open (warm, prefetch) found the origin file changed: the
     // next open for fs/ reports it, so the kernel's pages get invalidated.
     bool change_unannounced = false;
+    // Versions this one replaced, while something still holds them (open
+    // files): see Opened::bypass_page_cache.
+    std::vector<std::weak_ptr<ObjectVersion>> replaced;
+    bool ReplacedStillOpen() {
+      std::erase_if(replaced, [](const std::weak_ptr<ObjectVersion>& w) { return w.expired(); });
+      return !replaced.empty();
+    }
   };
   // Who opens: fs/ (a reader), or the cache itself (warm, prefetch), which
   // must neither report a change nor claim the kernel holds pages.

@@ -121,6 +121,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       h->file = std::move(opened->file);
       if (fs.origin->IsDerived(*path)) h->derived_path = *path;
       fi->keep_cache = opened->keep_cache ? 1 : 0;
+      if (opened->bypass_page_cache) fi->direct_io = 1;
       // Attributes and other opens' pages of this inode are stale. Not from
       // here: the kernel may hold the inode's locks until we reply.
       if (opened->changed && fs.notifier != nullptr) fs.notifier->Invalidate(ino);
@@ -156,6 +157,9 @@ void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_
         return;
       }
     }
+    // Until the reply is sent: a change found by an open meanwhile waits for
+    // it, so this version's bytes never land beside the next one's.
+    std::shared_lock<std::shared_mutex> serving = fs.cache->HoldServe(*h->file);
     ReadReply data;
     Status st = fs.cache->Read(*h->file, static_cast<uint64_t>(off), size, &data);
     if (st.ok() && !h->derived_path.empty()) {
