@@ -22,6 +22,7 @@ Numbered scenarios:
 import errno
 import io
 import os
+import signal
 
 import pytest
 
@@ -659,7 +660,9 @@ def test_cached_view_is_served_while_the_origin_is_dead(mounts, origin):
     m = mounts.make(nas.mnt, args=view_args("decoded", extra=["--revalidate", "0"]))
     view = m.mnt / ".decoded" / "train"
     cached = {name: read(view / name) for name in ("shard-00000-of-00002", "big.jpg.npy")}
-    lib.kill_and_reap(nas.pid)
+    os.kill(nas.pid, signal.SIGKILL)  # SIGTERM would unmount it cleanly: not dead, empty
+    lib.wait_until(lambda: not lib.pid_alive(nas.pid), lib.EXIT_TIMEOUT, what="NAS daemon exit")
+    assert lib.is_mounted(nas.mnt), "the dead NAS stays mounted (ENOTCONN)"
     lib.drop_caches([view / n for n in cached], system=False)
     for name, data in cached.items():
         assert os.stat(view / name).st_size == len(data), name
