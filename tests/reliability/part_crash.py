@@ -43,14 +43,8 @@ def crash(tally, scratch, quick, seed):
     for cycle in range(1, cycles + 1):
         tally.add(cases=1)
         killed_after = kill_during_reads(tally, m, origin, rels, view_ref, view_rels, rng, cycle)
-        rc, rep, err = rel.fsck_json(m.cache)
-        if rc not in (0, 1):
-            tally.fail(f"cycle {cycle}: fsck could not check the crashed cache (rc={rc}): {err}")
-        elif rc == 1:
-            r = lib.fsck(m.cache, "--repair")
-            repairs += 1
-            if r.returncode not in (0, 1):
-                tally.fail(f"cycle {cycle}: fsck --repair rc={r.returncode}: {r.stderr.strip()}")
+        rc, rep, repaired = rel.fsck_after_fault(tally, m.cache, cycle)
+        repairs += repaired
         m = scratch.stoker_mount(origin, "c", args, cache=m.cache)
         before = tally.bytes_compared
         rel.compare_everything(tally, origin, m.mnt, rels)

@@ -53,14 +53,8 @@ def power_cut(tally, scratch, quick, seed):
         lib.lazy_unmount(m.mnt)
         rel.sh("umount", str(disk), timeout=120)
         rel.sh("mount", dev, str(disk), timeout=120)
-        rc, rep, err = rel.fsck_json(cache)
-        if rc not in (0, 1):
-            tally.fail(f"cycle {cycle}: fsck could not check the cache after the cut (rc={rc}): {err}")
-        elif rc == 1:
-            r = lib.fsck(cache, "--repair")
-            repairs += 1
-            if r.returncode not in (0, 1):
-                tally.fail(f"cycle {cycle}: fsck --repair rc={r.returncode}: {r.stderr.strip()}")
+        rc, rep, repaired = rel.fsck_after_fault(tally, cache, cycle)
+        repairs += repaired
         m = scratch.stoker_mount(origin, "p", args, cache=cache)
         before = tally.bytes_compared
         rel.compare_everything(tally, origin, m.mnt, rels)

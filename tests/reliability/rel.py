@@ -302,6 +302,20 @@ def fsck_json(cache):
     return r.returncode, rep, r.stderr.strip()
 
 
+def fsck_after_fault(tally, cache, cycle):
+    """fsck of a cache a fault left (a kill, a power cut): it must be
+    checkable (exit 0 or 1), and problems are repaired. Returns (rc, report,
+    whether --repair ran)."""
+    rc, rep, err = fsck_json(cache)
+    if rc not in (0, 1):
+        tally.fail(f"cycle {cycle}: fsck could not check the cache (rc={rc}): {err}")
+    elif rc == 1:
+        r = lib.fsck(cache, "--repair")
+        if r.returncode not in (0, 1):
+            tally.fail(f"cycle {cycle}: fsck --repair rc={r.returncode}: {r.stderr.strip()}")
+    return rc, rep, rc == 1
+
+
 def findings(rep):
     """The non-zero problem counters of an fsck report, as a short string."""
     if not rep:
