@@ -96,6 +96,7 @@ def swapped_dir_not_followed(tally, origin, m):
 def cache_dir_private(tally, origin, m):
     for d in (m.cache, m.cache / "data"):
         if not d.is_dir():
+            tally.fail(f"{d} is missing: cannot check its mode")
             continue
         mode = stat.S_IMODE(os.stat(d).st_mode)
         if mode != 0o700:
