@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <string_view>
@@ -68,6 +69,23 @@ int RootLists(int fd) {
   int e = ::readdir(d) == nullptr ? errno : 0;
   ::closedir(d);
   return e;
+}
+
+// True if the directory fd has no entry but "." and "..".
+bool DirIsEmpty(int fd) {
+  int list = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (list < 0) return false;
+  DIR* d = ::fdopendir(list);
+  STOKER_CHECK(d != nullptr, "fdopendir of a directory fd");
+  bool empty = true;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  return empty;
 }
 
 // Directories a LocalOrigin remembers for a dead origin (a few hundred
@@ -203,7 +221,10 @@ LocalOrigin::LocalOrigin(int root_fd, std::string root_path, std::string reopen_
       io_(std::move(io)),
       use_openat2_(openat2),
       reopen_interval_ns_(static_cast<int64_t>(std::max(reopen_interval_ms, 0)) * 1000000),
-      root_(std::make_shared<const Root>(root_fd)) {}
+      root_(std::make_shared<const Root>(root_fd)) {
+  struct stat st;
+  first_dev_ = ::fstat(root_fd, &st) == 0 ? static_cast<uint64_t>(st.st_dev) : 0;
+}
 
 LocalOrigin::~LocalOrigin() = default;
 
@@ -261,6 +282,16 @@ bool LocalOrigin::Reopen(const std::shared_ptr<const Root>& root, int code) {
       old_st.st_dev == new_st.st_dev && old_st.st_ino == new_st.st_ino &&
       RootLists(root->fd) == 0) {
     ::close(fd);
+    return false;
+  }
+  // An empty directory on another filesystem than the origin's at start is
+  // what a cleanly unmounted NAS leaves at its mountpoint: adopting it would
+  // make every file look deleted (and drop it from the cache). Still dead.
+  if (::fstat(fd, &new_st) == 0 && static_cast<uint64_t>(new_st.st_dev) != first_dev_ &&
+      DirIsEmpty(fd)) {
+    ::close(fd);
+    LOG_DEBUG("origin '{}' is still dead ({}): '{}' is an empty directory on another filesystem",
+              root_path_, std::strerror(code), reopen_path_);
     return false;
   }
   {

@@ -13,7 +13,9 @@
 // more (unless it is the root's own directory and that still lists through
 // the old descriptor: then the error was the file's, not the root's). So an origin that is
 // remounted at its path (the same filesystem or a copy on another device), or recreated there, is
-// used again without a remount of stoker. Calls in flight keep the descriptor they started with
+// used again without a remount of stoker; but an empty directory on another filesystem is not
+// adopted (it is what a cleanly unmounted NAS leaves at its mountpoint, and would make every file
+// look deleted): the origin stays dead. Calls in flight keep the descriptor they started with
 // until they return; an OriginFile keeps the file it opened (a dead one
 // keeps failing: open the path again). While the origin is dead, Stat of a
 // directory seen before (by Stat or ReadDir) answers with the attributes
@@ -123,6 +125,7 @@ class LocalOrigin final : public Origin {
   const std::shared_ptr<IoBackend> io_;
   const bool use_openat2_;
   const int64_t reopen_interval_ns_;
+  uint64_t first_dev_ = 0;  // the root's st_dev at start (set once, in the constructor)
 
   // Lock order: reopen_mu_ -> root_mu_.
   mutable std::mutex root_mu_;

@@ -6,10 +6,28 @@
 #include <functional>
 
 #include "cache/object_cache_impl.h"
+#include "util/checksum.h"
 #include "util/log.h"
 
 namespace stoker {
 namespace {
+
+// Opened::content_tag: what SameContent judges by in the identity the
+// version was first cached with (not a local file's ctime: linking a file
+// changes it, and hard links must share their tag; a remote origin's ETag is
+// in it); for a derived object also the version itself, as its bytes may be
+// remade from an unchanged source.
+uint64_t ContentTag(const ObjectVersion& v, bool derived) {
+  const OriginIdentity& id = v.identity;
+  std::string b = id.etag;
+  const bool remote = id.dev == 0;
+  for (uint64_t x : {id.size, static_cast<uint64_t>(id.mtime_ns),
+                     remote ? static_cast<uint64_t>(id.ctime_ns) : 0, id.ino, id.dev,
+                     derived ? v.key.object_id : 0, derived ? v.key.version : 0}) {
+    b.append(reinterpret_cast<const char*>(&x), sizeof(x));
+  }
+  return ChunkChecksum(b.data(), b.size());
+}
 
 int64_t RealtimeNs() {
   struct timespec ts;
@@ -367,7 +385,7 @@ void ObjectCacheImpl::TrimObjects() {
   // costs the kernel's pages of it. Down to 3/4, so that trims are rare.
   for (auto it = objects_.begin();
        it != objects_.end() && objects_.size() > options_.max_object_entries * 3 / 4;) {
-    if (it->second.version.use_count() == 1 && !it->second.ReplacedStillOpen()) {
+    if (it->second.version.use_count() == 1) {
       it = objects_.erase(it);
     } else {
       ++it;
@@ -401,12 +419,12 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     if (changed) entry->change_unannounced = true;
     if (who == Opener::kFs) {
       o.changed = entry->change_unannounced;
-      o.bypass_page_cache = entry->ReplacedStillOpen();
-      o.keep_cache = !o.changed && !o.bypass_page_cache && entry->seen;
+      o.keep_cache = !o.changed && entry->seen;
       entry->seen = true;
       entry->change_unannounced = false;
     }
     o.st = entry->version->st;
+    o.content_tag = ContentTag(*entry->version, origin_->IsDerived(path));
     o.file = std::make_shared<OpenFileState>(entry->version,
                                              std::make_shared<OriginHandle>(origin_, path),
                                              std::make_shared<Readahead>(readahead_budget_));
@@ -495,13 +513,7 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     counters_.origin_changes++;
     LOG_INFO("origin file '{}' changed; caching version {}", path, rec.version);
     Supersede(entry ? entry->version : nullptr, old);
-    std::vector<std::weak_ptr<ObjectVersion>> replaced;
-    if (entry) {
-      replaced = std::move(entry->replaced);
-      replaced.push_back(entry->version);
-    }
     entry = ObjectEntry{rec, MakeVersion(path, rec), false};
-    entry->replaced = std::move(replaced);
     changed = true;
   } else {
     rec.version = 1;

@@ -99,12 +99,11 @@ class ObjectCache {
     // The origin file changed since this daemon last saw it: fs/ must
     // invalidate the kernel's cache for the inode (outside this request).
     bool changed = false;
-    // A replaced version of this path is still open: the kernel's page cache
-    // is shared by every open of the inode, and a reader of the old version
-    // that straddles the invalidation would copy old pages and then pages
-    // of this version in one read. fs/ opens this one without the page
-    // cache (FOPEN_DIRECT_IO), so only old opens ever fill it.
-    bool bypass_page_cache = false;
+    // Names the content of the version opened: equal tags, equal bytes. fs/
+    // binds each kernel inode to one tag (the kernel keeps one page cache per
+    // inode), so a changed file gets a new inode. Hard links of one origin
+    // file opened by their two names get one tag.
+    uint64_t content_tag = 0;
     struct stat st {};  // attributes of the version opened
   };
   // Opens path for reading, revalidating its identity with the origin if the

@@ -205,13 +205,6 @@ class ObjectCacheImpl final : public ObjectCache {
     // A background open (warm, prefetch) found the origin file changed: the
     // next open for fs/ reports it, so the kernel's pages get invalidated.
     bool change_unannounced = false;
-    // Versions this one replaced, while something still holds them (open
-    // files): see Opened::bypass_page_cache.
-    std::vector<std::weak_ptr<ObjectVersion>> replaced;
-    bool ReplacedStillOpen() {
-      std::erase_if(replaced, [](const std::weak_ptr<ObjectVersion>& w) { return w.expired(); });
-      return !replaced.empty();
-    }
   };
   // Who opens: fs/ (a reader), or the cache itself (warm, prefetch), which
   // must neither report a change nor claim the kernel holds pages.

@@ -118,10 +118,18 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         reply.Err(ErrnoFor(opened.status()));
         return;
       }
+      // One version per kernel inode (see InodeTable): a node that served
+      // another version is retired, and ESTALE makes the kernel look the
+      // name up again, which gives it a new node for this version.
+      Result<bool> bound = fs.inodes.BindVersion(ino, opened->content_tag);
+      if (!bound.ok() || !*bound) {
+        LOG_DEBUG("open of node {} ('{}'): its version changed; ESTALE for a new node", ino, *path);
+        reply.Err(ESTALE);
+        return;
+      }
       h->file = std::move(opened->file);
       if (fs.origin->IsDerived(*path)) h->derived_path = *path;
       fi->keep_cache = opened->keep_cache ? 1 : 0;
-      if (opened->bypass_page_cache) fi->direct_io = 1;
       // Attributes and other opens' pages of this inode are stale. Not from
       // here: the kernel may hold the inode's locks until we reply.
       if (opened->changed && fs.notifier != nullptr) fs.notifier->Invalidate(ino);

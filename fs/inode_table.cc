@@ -75,6 +75,25 @@ Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, cons
   return id;
 }
 
+Result<bool> InodeTable::BindVersion(uint64_t id, uint64_t tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return Status::Error(ESTALE, "unknown node " + std::to_string(id));
+  Node& node = it->second;
+  if (!node.bound) {
+    node.bound = true;
+    node.tag = tag;
+    return true;
+  }
+  if (node.tag == tag) return true;
+  if (node.keyed) {
+    auto kit = by_origin_.find(node.key);
+    if (kit != by_origin_.end() && kit->second == id) by_origin_.erase(kit);
+    node.keyed = false;
+  }
+  return false;
+}
+
 void InodeTable::Forget(uint64_t id, uint64_t nlookup) {
   if (id == kRootId) return;
   std::lock_guard<std::mutex> lock(mu_);

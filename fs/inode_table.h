@@ -20,6 +20,15 @@
 // more than was looked up is a broken invariant and aborts. Node ids are never
 // reused (a 64-bit counter), so generation is always 0.
 //
+// One version per node: the kernel keeps one page cache per node, shared by
+// every open of it, so a node must never serve two versions of a file's
+// content (a read could copy pages of both). The first open binds the node to
+// the version it opened (BindVersion); an open that finds another version
+// retires the node (unkeyed: the next lookup of the name gets a new node, and
+// thus a new kernel inode with an empty page cache) and fails with ESTALE,
+// which makes the kernel look the path up again (LOOKUP_REVAL) and open that.
+// Handles opened before keep the retired node and the old version.
+//
 // The root (kRootId) is never keyed and never removed. Ids in
 // [kRootId + 1, first_dynamic_id) are left to virtual nodes (control files);
 // the table never hands them out and refuses them in every call.
@@ -58,6 +67,11 @@ class InodeTable {
   // virtual) abort, as does going below zero. Forgetting the root is a no-op.
   void Forget(uint64_t id, uint64_t nlookup);
 
+  // Binds id to the content version tag (ObjectCache::Opened::content_tag)
+  // if it has none. True if that is id's version; false if id serves another
+  // one: id is then retired as described above. ESTALE if id is not live.
+  Result<bool> BindVersion(uint64_t id, uint64_t tag);
+
   struct NodeInfo {
     std::string path;  // origin path, "" for the root
     uint64_t origin_ino = 0;
@@ -93,6 +107,9 @@ class InodeTable {
     bool keyed;             // by_origin_[key] == this node
     uint64_t nlookup = 0;   // held by the kernel
     uint64_t children = 0;  // live nodes whose parent this is
+    // The content version served, once an open bound it (BindVersion).
+    bool bound = false;
+    uint64_t tag = 0;
   };
 
   // REQUIRES: mu_ held. True if `ancestor` is on the parent chain of id.

@@ -148,6 +148,35 @@ TEST(InodeTableTest, DirectoryLoopIsNotRepointedIntoACycle) {
   EXPECT_EQ(*t.Path(b), "a/b");
 }
 
+TEST(InodeTableTest, ANodeServesOneVersionAndIsRetiredByAnother) {
+  InodeTable t(kFirst);
+  uint64_t f = *t.Lookup(InodeTable::kRootId, "f", Attr(100));
+  EXPECT_TRUE(*t.BindVersion(f, 0xA)) << "the first open binds";
+  EXPECT_TRUE(*t.BindVersion(f, 0xA)) << "the same version opens again";
+  EXPECT_FALSE(*t.BindVersion(f, 0xB)) << "another version: the open must fail";
+  // The kernel looks the name up again: a new node (a new kernel inode, so
+  // no page of version A is ever next to one of B), even for the same origin
+  // inode number (a file rewritten in place, or a number reused).
+  uint64_t g = *t.Lookup(InodeTable::kRootId, "f", Attr(100));
+  EXPECT_NE(g, f);
+  EXPECT_TRUE(*t.BindVersion(g, 0xB));
+  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "f", Attr(100)), g) << "keyed to the new node";
+  EXPECT_FALSE(*t.BindVersion(f, 0xB)) << "a retired node stays bound to its version";
+  EXPECT_EQ(*t.Path(f), "f") << "handles open on the old node keep working";
+  t.Forget(f, 1);
+  t.Forget(g, 2);
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(t.BindVersion(f, 0xA).status().code(), ESTALE);
+}
+
+TEST(InodeTableTest, HardLinksOfOneVersionShareTheirNode) {
+  InodeTable t(kFirst);
+  uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100, S_IFREG, 7, 2));
+  EXPECT_TRUE(*t.BindVersion(a, 0xA));
+  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "b", Attr(100, S_IFREG, 7, 2)), a);
+  EXPECT_TRUE(*t.BindVersion(a, 0xA)) << "opened by its other name: same content";
+}
+
 TEST(InodeTableTest, LookupInUnknownParentIsStale) {
   InodeTable t(kFirst);
   EXPECT_EQ(t.Lookup(999, "a", Attr(1)).status().code(), ESTALE);

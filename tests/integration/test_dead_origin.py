@@ -77,6 +77,43 @@ def test_running_mount_recovers_a_dead_origin(mounts, tmp_path):
     assert "reopened" in (m.cache / "stoker.log").read_text()
 
 
+def test_cleanly_unmounted_origin_is_dead_not_empty(mounts, tmp_path):
+    """A NAS (a FUSE one: sshfs, rclone, here a stoker) stopped cleanly
+    leaves the empty directory beneath its mountpoint, on another filesystem. Bug: the running daemon reopened the
+    origin's path, took that empty directory for the origin, and every file
+    looked deleted: cached files gave ENOENT and left the index."""
+    data = tmp_path / "data"
+    want = make_tree(data, [f"d/f{i}" for i in range(6)])
+    cached, uncached = sorted(want)[::2], sorted(want)[1::2]
+    inner_mnt = tmp_path / "nas"
+    inner = mounts.make(data, mnt=inner_mnt, args=ARGS)
+    m = mounts.make(inner_mnt, args=ARGS + ["--revalidate", "0"])  # every open asks the origin
+    for n in cached:
+        assert with_deadline(lib.read_file, m.mnt / n) == want[n], n
+    objects = m.stats()["objects"]
+
+    # SIGTERM: the NAS daemon unmounts (lazily, as the outer daemon holds its
+    # root open) and exits; the connection ends, the empty mountpoint shows.
+    os.kill(inner.pid, signal.SIGTERM)
+    lib.wait_until(lambda: not lib.pid_alive(inner.pid), lib.EXIT_TIMEOUT, what="NAS exit")
+    assert not lib.is_mounted(inner_mnt) and not any(inner_mnt.iterdir())
+    lib.drop_caches([m.mnt / n for n in cached])
+    for _ in range(2):
+        for n in cached:
+            assert read_outcome(m.mnt / n) == want[n], f"{n}: cached data not served while dead"
+    for n in uncached:
+        assert read_outcome(m.mnt / n) != want[n], n
+    s = m.stats()
+    assert s["objects"] == objects, "cached files were dropped from the index"
+
+    mounts.make(data, mnt=inner_mnt, args=ARGS)  # the NAS is back
+
+    def all_read():
+        return all(read_outcome(m.mnt / n) == want[n] for n in want)
+    lib.wait_until(all_read, timeout=60, interval=0.5, what="the running mount reading the NAS again")
+    assert m.stats()["objects"] == len(want)
+
+
 def test_estale_after_remount_on_another_device(mounts, tmp_path):
     """Bug: the first read after a remount was ESTALE when the origin came
     back on another device with the same bytes and mtimes, inside the
