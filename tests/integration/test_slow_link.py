@@ -110,7 +110,10 @@ def stream_through(mounts, link, server, mount_args, name, want, prefetch):
     return stats, lk.stop(), secs
 
 
-def check_prefetch_hides_latency(on, off, size):
+def check_prefetch_hides_latency(on, off, size, in_flight):
+    """in_flight: the fewest GETs that must have been on the link at once
+    with prefetch (moto, one Python process, serves fewer at a time than
+    nginx)."""
     chunks = -(-size // CHUNK)
     s_on, l_on, t_on = on
     s_off, l_off, t_off = off
@@ -128,7 +131,7 @@ def check_prefetch_hides_latency(on, off, size):
     demand = s_on["chunks_fetched"] - s_on["prefetched_chunks"]
     assert demand <= chunks // 4, why
     # ... by several ranged GETs on the link at once.
-    assert l_on["peak_busy_down"] >= 3, why
+    assert l_on["peak_busy_down"] >= in_flight, why
     print(why)
 
 
@@ -140,7 +143,7 @@ def test_http_prefetch_keeps_ranged_gets_in_flight(mounts, link, nginx, data):
         return f"{link_url}/plain/", ["--manifest", str(manifest)]
     off = stream_through(mounts, link, nginx, mount_args, "stream.tfrecord", data, "0")
     on = stream_through(mounts, link, nginx, mount_args, "stream.tfrecord", data, "8M")
-    check_prefetch_hides_latency(on, off, len(data))
+    check_prefetch_hides_latency(on, off, len(data), in_flight=3)
 
 
 @pytest.fixture(scope="module")
@@ -165,4 +168,4 @@ def test_s3_prefetch_keeps_ranged_gets_in_flight(mounts, link, moto, data):
     want = data[:S3_SIZE]
     off = stream_through(mounts, link, moto, mount_args, "stream.tfrecord", want, "0")
     on = stream_through(mounts, link, moto, mount_args, "stream.tfrecord", want, "8M")
-    check_prefetch_hides_latency(on, off, len(want))
+    check_prefetch_hides_latency(on, off, len(want), in_flight=2)
