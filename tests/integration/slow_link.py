@@ -11,7 +11,7 @@ header). stoker connects to the forwarder on 127.0.0.1.
 
 Namespace() creates `stk4-PID-N` with a veth pair (`s4PID-Na` on the host,
 `...b` inside) and a /30 of 10.244.0.0/16; delete() removes the namespace,
-which removes the pair. SlowLink(...).start() runs the forwarder as our
+which removes the pair; clear_stale() removes those of killed runs. SlowLink(...).start() runs the forwarder as our
 child; stop() kills it and returns what it counted.
 """
 
@@ -85,6 +85,24 @@ class Namespace:
         if lib.run(["ip", "link", "show", self.host_if]).returncode == 0:
             lib.run(["ip", "link", "del", self.host_if])
         self.made = False
+
+
+def clear_stale():
+    """Deletes the namespaces of runs that were killed (stk4-PID-N and
+    bench/remote's stk4-bench-PID whose process PID is gone), after killing
+    what still runs inside them (their server): nothing else is touched."""
+    r = lib.run(["ip", "netns", "list"])
+    for line in r.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = re.fullmatch(r"stk4-(?:bench-)?(\d+)(?:-\d+)?", name)
+        if not m or os.path.exists(f"/proc/{m.group(1)}"):
+            continue
+        for pid in lib.run(["ip", "netns", "pids", name]).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        lib.run(["ip", "netns", "del", name])
 
 
 def build(out_dir):

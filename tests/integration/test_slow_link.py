@@ -36,6 +36,7 @@ ARGS = ["--chunk-size", "1M", "--cache-size", "1G", "--prefetch-files", "0"]
 
 @pytest.fixture(scope="module")
 def netns():
+    slow_link.clear_stale()
     ns = slow_link.Namespace()
     try:
         yield ns.create()
