@@ -127,8 +127,8 @@ def check_prefetch_hides_latency(on, off, size, in_flight):
     # Off: the reader waited for every chunk itself, one GET at a time.
     assert s_off["prefetched_chunks"] == 0, why
     assert l_off["peak_busy_down"] == 1, why
-    # On: the reader waited for at most the first window's worth; the rest
-    # had been fetched ahead of it.
+    # On: the reader fetched at most a quarter of the chunks itself (the
+    # first, and any it caught up with); the rest came ahead of it.
     demand = s_on["chunks_fetched"] - s_on["prefetched_chunks"]
     assert demand <= chunks // 4, why
     # ... by several ranged GETs on the link at once.
