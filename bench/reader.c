@@ -1,6 +1,9 @@
 // bench reader: the one reader used for every system in bench/run, so native and FUSE reads pay the same costs.
 //
 //   reader file PATH              read PATH sequentially in 1 MiB read(2) calls until EOF
+//   reader stream PATH            the same in 256 KiB calls with the kernel's read-ahead off for the file
+//                                 (POSIX_FADV_RANDOM): a TFRecordDataset-like stream whose reads reach a FUSE
+//                                 daemon one at a time, as they are made (bench/remote)
 //   reader tree DIR [THREADS]     walk DIR (readdir, d_type; lstat only where d_type is unknown), then open, read
 //                                 whole and close every regular file; the walk is part of the timed work, as it
 //                                 is for a data loader that lists its dataset
@@ -39,16 +42,21 @@ static void* NewBuffer(void) {
   return buf;
 }
 
-// Returns bytes read, or -1 (message printed).
-static int64_t ReadWhole(const char* path, char* buf) {
+// Returns bytes read, or -1 (message printed). advice: a posix_fadvise advice for the whole file, or -1.
+static int64_t ReadWholeIn(const char* path, char* buf, size_t block, int advice) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     fprintf(stderr, "reader: open %s: %s\n", path, strerror(errno));
     return -1;
   }
+  if (advice >= 0 && (errno = posix_fadvise(fd, 0, 0, advice)) != 0) {
+    fprintf(stderr, "reader: posix_fadvise %s: %s\n", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
   int64_t total = 0;
   for (;;) {
-    ssize_t n = read(fd, buf, kBlock);
+    ssize_t n = read(fd, buf, block);
     if (n < 0) {
       if (errno == EINTR) continue;
       fprintf(stderr, "reader: read %s at %lld: %s\n", path, (long long)total, strerror(errno));
@@ -61,6 +69,8 @@ static int64_t ReadWhole(const char* path, char* buf) {
   close(fd);
   return total;
 }
+
+static int64_t ReadWhole(const char* path, char* buf) { return ReadWholeIn(path, buf, kBlock, -1); }
 
 struct PathList {
   char** paths;
@@ -138,10 +148,11 @@ static void* Worker(void* arg) {
 }
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && strcmp(argv[1], "file") == 0) {
+  const int stream = argc >= 3 && strcmp(argv[1], "stream") == 0;
+  if (argc >= 3 && (stream || strcmp(argv[1], "file") == 0)) {
     char* buf = NewBuffer();
     double t0 = Now();
-    int64_t n = ReadWhole(argv[2], buf);
+    int64_t n = stream ? ReadWholeIn(argv[2], buf, 256 << 10, POSIX_FADV_RANDOM) : ReadWhole(argv[2], buf);
     double t1 = Now();
     if (n < 0) return 1;
     printf("%lld 1 %.6f\n", (long long)n, t1 - t0);
@@ -167,6 +178,6 @@ int main(int argc, char** argv) {
     printf("%lld %zu %.6f\n", (long long)atomic_load(&s.bytes), list.count, t1 - t0);
     return 0;
   }
-  fprintf(stderr, "usage: reader file PATH | reader tree DIR [THREADS]\n");
+  fprintf(stderr, "usage: reader file PATH | reader stream PATH | reader tree DIR [THREADS]\n");
   return 2;
 }

@@ -3,7 +3,11 @@
 // after each request with its connections kept open, so requests from any
 // thread reuse kept-alive connections, and the cache's fetch threads (which
 // prefetch ahead of a sequential reader) each have one ranged GET in flight
-// at once.
+// at once. That is how several GETs run ahead of one reader, rather than a
+// libcurl multi loop: over a 5 ms RTT, 1 Gbit/s link (bench/remote) the pool
+// keeps 3-4 GETs in flight and a stream reads at 123 of 125 MB/s, and at
+// 4 Gbit/s a 4x larger window did not go faster (CPU-bound on 2 cores): a
+// multi loop would save threads, not time.
 //
 // Faults: a connect that takes longer than connect_timeout_s, or a transfer
 // that moves no byte for stall_timeout_s (libcurl averages its speed over a

@@ -5,6 +5,7 @@ free port, with its files under a tmp dir; stop() always kills it, and the
 fixtures that start one stop it in their finalizers.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -25,27 +26,34 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _wait_port(port, proc, what, log):
+def _wait_port(port, proc, what, log, host="127.0.0.1", timeout=START_TIMEOUT):
     def up():
         if proc.poll() is not None:
             raise AssertionError(f"{what} exited rc={proc.returncode}: "
                                  f"{Path(log).read_text(errors='replace')[-2000:]}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
+            with socket.create_connection((host, port), timeout=1):
                 return True
         except OSError:
             return False
-    lib.wait_until(up, START_TIMEOUT, what=f"{what} listening on {port}")
+    lib.wait_until(up, timeout, what=f"{what} listening on {port}")
 
 
 class Server:
-    def __init__(self, what, workdir, port):
+    """start_timeout: seconds it may take to listen.
+    netns: a slow_link.Namespace to run the server in, listening on its
+    address (else the server listens on 127.0.0.1)."""
+
+    def __init__(self, what, workdir, port, netns=None):
         self.what = what
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = port or free_port()
+        self.netns = netns
+        self.host = netns.inner_ip if netns else "127.0.0.1"
+        self.port = port or (netns.free_port() if netns else free_port())
         self.proc = None
         self.log = self.workdir / "server.log"
+        self.start_timeout = START_TIMEOUT
 
     def argv(self):
         raise NotImplementedError
@@ -56,11 +64,14 @@ class Server:
     def start(self):
         assert self.proc is None or self.proc.poll() is not None
         logf = open(self.log, "a")
-        self.proc = subprocess.Popen(self.argv(), stdout=logf, stderr=subprocess.STDOUT,
+        argv = self.argv()
+        if self.netns is not None:
+            argv = self.netns.exec_argv(argv)  # `ip netns exec` execs the server: proc is the server
+        self.proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=self.env(),
                                      start_new_session=True)
         logf.close()
-        _wait_port(self.port, self.proc, self.what, self.log)
+        _wait_port(self.port, self.proc, self.what, self.log, self.host, self.start_timeout)
         return self
 
     def kill(self):
@@ -82,13 +93,13 @@ class Server:
 class Nginx(Server):
     """nginx serving root at http://127.0.0.1:PORT/{json,html,plain,norange}/."""
 
-    def __init__(self, root, workdir, port=None):
-        super().__init__("nginx", workdir, port)
+    def __init__(self, root, workdir, port=None, netns=None):
+        super().__init__("nginx", workdir, port, netns)
         self.root = Path(root)
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def access_log(self):
         """[(connection, requests on it, status, method, path, range)]."""
@@ -126,7 +137,7 @@ http {{
   default_type application/octet-stream;
   keepalive_requests 100000;
   server {{
-    listen 127.0.0.1:{self.port};
+    listen {self.host}:{self.port};
     location ~ /denied_[^/]*$ {{ deny all; }}
     location /json/ {{ alias {root}/; autoindex on; autoindex_format json; }}
     location /html/ {{ alias {root}/; autoindex on; autoindex_format html;
@@ -146,19 +157,19 @@ class Moto(Server):
     """moto's S3 server at http://127.0.0.1:PORT (any credentials work unless
     auth is on: then only keys made through its IAM do)."""
 
-    def __init__(self, workdir, port=None, auth=False):
-        super().__init__("moto_server", workdir, port)
+    def __init__(self, workdir, port=None, auth=False, netns=None):
+        super().__init__("moto_server", workdir, port, netns)
         self.auth = auth
 
     @property
     def endpoint(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def argv(self):
         exe = shutil.which("moto_server")
         if exe:
-            return [exe, "-H", "127.0.0.1", "-p", str(self.port)]
-        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+            return [exe, "-H", self.host, "-p", str(self.port)]
+        return [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
 
     def env(self):
         env = dict(os.environ)
@@ -175,6 +186,40 @@ class Moto(Server):
                                           retries={"max_attempts": 2},
                                           # Plain signed bodies: moto checks those.
                                           request_checksum_calculation="when_required"))
+
+
+class PrefilledMoto(Moto):
+    """moto's S3 server whose bucket holds `count` objects PREFIX/k000000...
+    before it starts serving (see moto_prefilled.py)."""
+
+    def __init__(self, workdir, bucket, prefix, count, port=None):
+        super().__init__(workdir, port)
+        self.bucket, self.prefix, self.count = bucket, prefix, count
+        self.start_timeout = START_TIMEOUT + count // 1000  # ~0.15 ms a key, ten times over
+
+    def argv(self):
+        return [sys.executable, str(Path(__file__).with_name("moto_prefilled.py")), self.host,
+                str(self.port), self.bucket, self.prefix, str(self.count)]
+
+
+@contextlib.contextmanager
+def aws_env(key_id, secret, region="us-east-1"):
+    """The standard AWS variables set to these keys (no profile, no session
+    token) for the duration; what was there before comes back after."""
+    names = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+             "AWS_REGION")
+    saved = {k: os.environ.get(k) for k in names}
+    os.environ.update(AWS_ACCESS_KEY_ID=key_id, AWS_SECRET_ACCESS_KEY=secret, AWS_REGION=region)
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def have_nginx():

@@ -69,20 +69,8 @@ def put_all(client, objs):
 
 @pytest.fixture(scope="module")
 def aws_env():
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                            "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION")}
-    os.environ.update(AWS_ACCESS_KEY_ID="AKIASTOKERTEST", AWS_SECRET_ACCESS_KEY=SECRET,
-                      AWS_REGION="us-east-1")
-    os.environ.pop("AWS_SESSION_TOKEN", None)
-    os.environ.pop("AWS_PROFILE", None)
-    try:
+    with rs.aws_env("AKIASTOKERTEST", SECRET):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")

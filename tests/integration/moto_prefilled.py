@@ -1,0 +1,32 @@
+"""moto's S3 server with a bucket already holding many small objects, made
+in its own process before it serves: putting 100k objects through the HTTP
+API takes minutes, putting them into moto's backend takes seconds.
+
+    python3 moto_prefilled.py HOST PORT BUCKET PREFIX COUNT
+
+Keys are PREFIX/k000000 ... (six digits, COUNT of them), each holding its
+number and a newline. Prints "ready" once it serves; runs until killed.
+"""
+
+import signal
+import sys
+
+
+def main():
+    host, port, bucket, prefix, count = sys.argv[1:6]
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+    from moto.server import ThreadedMotoServer
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    backend.create_bucket(bucket, "us-east-1")
+    for i in range(int(count)):
+        backend.put_object(bucket, f"{prefix}/k{i:06d}", b"%d\n" % i)
+    server = ThreadedMotoServer(ip_address=host, port=int(port), verbose=False)
+    server.start()
+    print("ready", flush=True)
+    signal.pause()
+
+
+if __name__ == "__main__":
+    main()
