@@ -595,6 +595,9 @@ def test_non_root_daemon_allow_other_enforces_origin_bits(world, stop):
     # ends the namespace and kills the unmount command with it.)
     r = ns.run([lib.STOKER_BIN, "unmount", mnt], uid=USER)
     assert r.returncode == 0, lib.describe(r)
+    # The namespace's shell says how the daemon exited just after it did:
+    # `stoker unmount` may return first.
+    lib.wait_until(lambda: "daemon exited" in ns.stderr(), lib.EXIT_TIMEOUT, what="daemon exit line")
     assert "daemon exited 0" in ns.stderr() and f"unmounted {mnt}" in ns.stderr(), ns.stderr()
 
 
