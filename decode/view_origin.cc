@@ -12,6 +12,7 @@
 
 #include "cache/worker_pool.h"
 #include "decode/cached_byte_source.h"
+#include "decode/cpu_jpeg_decoder.h"
 #include "decode/jpeg_probe.h"
 #include "decode/tfrecord.h"
 #include "decode/view_producer.h"
@@ -144,6 +145,8 @@ class ViewFile final : public OriginFile {
     if (IsWorldError(why.code())) return why;
     if (p_.stats->errors.Add(p_.view_path, in_offset, why.message())) {
       p_.stats->counters.errors++;
+      LOG_WARN("view file '{}': raw offset {} does not decode ({}); reads of it fail with EIO",
+               p_.view_path, in_offset, why.message());
     }
     return Status::IOError(p_.view_path + ": offset " + std::to_string(in_offset) +
                            " does not decode: " + why.message());
@@ -537,10 +540,26 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
   if (!layout) {
     CachedByteSource src(cache_, raw.file, id.size, &stats_->counters.raw_bytes_read);
     const std::string decoder = decoder_->name();
+    // Under skip every JPEG is checked to decode before it gets a place
+    // (view_layout.h): on the pool, at the priority of whoever waits.
+    JpegCheck check;
+    if (spec_.options.on_error == OnError::kSkip) {
+      check = [this](const std::vector<std::string_view>& jpegs) {
+        std::vector<DecodePool::Job> jobs;
+        for (std::string_view j : jpegs) {
+          jobs.push_back([j] {
+            return CheckJpegDecodes(reinterpret_cast<const uint8_t*>(j.data()), j.size());
+          });
+        }
+        std::vector<Status> st = pool_->RunAll(CurrentDecodePriority(), std::move(jobs));
+        stats_->counters.images_checked += jpegs.size();
+        return st;
+      };
+    }
     Result<ViewLayout> made =
         kind == RawViewKind::kJpeg
-            ? LayoutJpegNpyView(src, spec_.options, decoder)
-            : LayoutTfRecordView(src, CompressionOf(kind), spec_.options, decoder);
+            ? LayoutJpegNpyView(src, spec_.options, decoder, check)
+            : LayoutTfRecordView(src, CompressionOf(kind), spec_.options, decoder, check);
     if (!made.ok()) {
       if (IsWorldError(made.status().code())) return made.status();
       // on_error=skip and the JPEG does not decode: out of the view.

@@ -346,9 +346,37 @@ TEST_F(ViewOriginTest, GzipTfRecordKeepsItsNameAndDecodes) {
   EXPECT_EQ(*got, want);
 }
 
-// A record that lays out (its header is fine) but does not decode (its scan
-// is cut short): it becomes kFailed in the stored layout and reads as EIO,
-// while the good records that share its cache chunks stay readable.
+// A record whose header probes but whose scan is cut short, under
+// on_error=skip: the layout checked it and left it out, so the view is the
+// other records in order, its size never changes, and nothing reads EIO.
+TEST_F(ViewOriginTest, RecordFailingAtDecodeIsSkippedUnderSkip) {
+  const std::string cut = Jpeg(120, 80, 8).substr(0, 900);
+  const std::vector<std::string> payloads = {Record(Jpeg(64, 40, 1), 0), Record(cut, 1),
+                                             Record(Jpeg(50, 30, 2), 2)};
+  const std::string shard = Shard(payloads);
+  WriteFile(dir_.Sub("origin/train/shard-0"), shard);
+  const std::string want = Expected(Shard({payloads[0], payloads[2]}), false, ViewOptions{});
+  for (int mount = 0; mount < 2; ++mount) {
+    Mount({"decoded:on_error=skip"});
+    auto st = views_.origin->Stat(".decoded/train/shard-0");
+    ASSERT_TRUE(st.ok()) << st.status().message();
+    EXPECT_EQ(static_cast<uint64_t>(st->st_size), want.size());
+    auto got = ReadAll(".decoded/train/shard-0", 3000);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(*got, want);
+    EXPECT_TRUE(views_.origin->CheckRead(".decoded/train/shard-0", 0, got->size()).ok());
+    EXPECT_EQ(counters().images_checked.load(), mount == 0 ? 3u : 0u);  // then from the index
+    EXPECT_EQ(counters().failed_reads.load(), 0u);
+  }
+  EXPECT_NE(views_.stats->errors.Text().find(".decoded/train/shard-0: offset " +
+                                             std::to_string(Shard({payloads[0]}).size())),
+            std::string::npos)
+      << views_.stats->errors.Text();
+}
+
+// The same record under on_error=fail: it becomes kFailed in the stored
+// layout and reads as EIO, while the good records that share its cache
+// chunks stay readable.
 TEST_F(ViewOriginTest, RecordFailingAtDecodeBecomesFailedForGood) {
   const std::string cut = Jpeg(120, 80, 8).substr(0, 900);
   const std::vector<std::string> payloads = {Record(Jpeg(64, 40, 1), 0), Record(cut, 1),
@@ -363,7 +391,7 @@ TEST_F(ViewOriginTest, RecordFailingAtDecodeBecomesFailedForGood) {
   ASSERT_EQ(l.records[1].kind, ViewRecordKind::kImage);  // the header probes fine
 
   for (int mount = 0; mount < 2; ++mount) {
-    Mount({"decoded:on_error=skip"});
+    Mount({"decoded:on_error=fail"});
     auto got = ReadAll(".decoded/train/shard-0", 3000);
     ASSERT_TRUE(got.ok()) << got.status().message();
     ASSERT_EQ(got->size(), l.size);

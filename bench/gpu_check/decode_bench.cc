@@ -2,6 +2,7 @@
 //
 //   stoker_decode_bench pixels [--jpegs DIR]      GPU pixels against libjpeg-turbo's
 //   stoker_decode_bench throughput [--images N]   images/s, CPU pool on all cores vs the GPU
+//                                                (and the CPU skip-layout check alone)
 //
 // Prints one JSON object. Not a test: it measures and reports; it exits
 // non-zero only when it could not measure (no GPU decoder, bad input).
@@ -134,14 +135,20 @@ int Pixels(const std::vector<Jpeg>& jpegs, JpegDecoder& gpu) {
   return vs_accurate.total ? 0 : 1;
 }
 
-double Run(JpegDecoder& d, const std::vector<Jpeg>& jpegs, int threads) {
+// check: CheckJpegDecodes (an on_error=skip view's layout check) instead of d.
+double Run(JpegDecoder& d, const std::vector<Jpeg>& jpegs, int threads, bool check = false) {
   DecodePool pool(std::shared_ptr<JpegDecoder>(NewCpuJpegDecoder()), {threads});
   std::vector<DecodePool::Job> jobs;
   std::atomic<int> failures{0};
   for (const Jpeg& j : jpegs) {
-    jobs.push_back([&d, &j, &failures] {
+    jobs.push_back([&d, &j, &failures, check] {
       thread_local std::vector<uint8_t> out;
       const auto* data = reinterpret_cast<const uint8_t*>(j.bytes.data());
+      if (check) {
+        Status s = CheckJpegDecodes(data, j.bytes.size());
+        if (!s.ok()) failures++;
+        return s;
+      }
       auto info = ProbeJpeg(data, j.bytes.size());
       if (!info.ok()) return info.status();
       out.resize(*OutputSize(*info, {}));
@@ -169,6 +176,9 @@ int Throughput(const std::vector<Jpeg>& jpegs, std::shared_ptr<BatchingJpegDecod
   for (int r = 0; r < repeat; ++r) best_cpu = std::max(best_cpu, Run(*cpu, jpegs, cores));
   out["cpu_images_per_s"] = best_cpu;
   out["cpu_decoder"] = cpu->name();
+  double best_check = 0;
+  for (int r = 0; r < repeat; ++r) best_check = std::max(best_check, Run(*cpu, jpegs, cores, true));
+  out["cpu_check_images_per_s"] = best_check;  // the skip layout's decode check alone
   if (gpu) {
     const int gpu_threads = std::max(cores, o.lanes * static_cast<int>(o.max_batch));
     Run(*gpu, std::vector<Jpeg>(jpegs.begin(), jpegs.begin() + std::min<size_t>(jpegs.size(), 512)),
