@@ -105,6 +105,8 @@ bool IsTfRecordKind(RawViewKind k) {
 // file (read through the cache) by decoding the records the range covers.
 class ViewFile final : public OriginFile {
  public:
+  // Produced bytes (a record, an image), in the pool's reused buffers.
+  using Bytes = OutputBuffers::Buffer;
   struct Parts {
     ObjectCache* cache = nullptr;
     ObjectCache::Opened raw;
@@ -164,7 +166,7 @@ class ViewFile final : public OriginFile {
       std::memset(buf, 0, len);  // CheckRead refuses every range of it
       return Status::OK();
     }
-    std::shared_ptr<const std::string> image;
+    std::shared_ptr<const Bytes> image;
     {
       std::lock_guard<std::mutex> g(mu_);
       image = npy_;
@@ -176,7 +178,7 @@ class ViewFile final : public OriginFile {
       }
       std::string jpeg(src_.size(), '\0');
       STOKER_RETURN_IF_ERROR(ReadExactly(src_, jpeg.data(), jpeg.size(), 0, "jpeg"));
-      auto out = std::make_shared<std::string>(l.size, '\0');
+      std::shared_ptr<Bytes> out = p_.pool->buffers().Take(l.size);
       std::vector<DecodePool::Job> jobs;
       jobs.push_back([&] {
         return ProduceNpyView(l, jpeg, p_.options, *p_.decoder,
@@ -251,9 +253,9 @@ class ViewFile final : public OriginFile {
   struct Pending {
     std::mutex mu;
     std::condition_variable cv;
-    bool done = false;                         // GUARDED_BY(mu)
-    Status status;                             // GUARDED_BY(mu): a failure of the world
-    std::shared_ptr<const std::string> bytes;  // GUARDED_BY(mu): null = reads as zeros
+    bool done = false;                   // GUARDED_BY(mu)
+    Status status;                       // GUARDED_BY(mu): a failure of the world
+    std::shared_ptr<const Bytes> bytes;  // GUARDED_BY(mu): null = reads as zeros
   };
 
   // Completes the Pendings of the records a read produces, whatever path
@@ -263,7 +265,7 @@ class ViewFile final : public OriginFile {
     explicit Producing(ViewFile* f) : f_(f) {}
     ~Producing() { Finish(Status::IOError("another read of this view file failed")); }
     void Add(size_t idx, std::shared_ptr<Pending> p) { mine_.emplace_back(idx, std::move(p)); }
-    void Set(size_t idx, std::shared_ptr<const std::string> bytes) { results_[idx] = bytes; }
+    void Set(size_t idx, std::shared_ptr<const Bytes> bytes) { results_[idx] = bytes; }
     void Finish(const Status& failed) {
       if (mine_.empty()) return;
       {
@@ -287,13 +289,13 @@ class ViewFile final : public OriginFile {
    private:
     ViewFile* const f_;
     std::vector<std::pair<size_t, std::shared_ptr<Pending>>> mine_;
-    std::map<size_t, std::shared_ptr<const std::string>> results_;
+    std::map<size_t, std::shared_ptr<const Bytes>> results_;
   };
 
   Status ReadTfRecord(char* buf, size_t len, uint64_t off) {
     const ViewLayout& l = *p_.layout;
     auto [first, last] = l.RecordsOverlapping(off, len);
-    std::vector<std::shared_ptr<const std::string>> produced(last - first);
+    std::vector<std::shared_ptr<const Bytes>> produced(last - first);
     std::vector<size_t> need;
     std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
     Producing producing(this);
@@ -321,11 +323,11 @@ class ViewFile final : public OriginFile {
         producing.Finish(raw);
         return raw;
       }
-      std::vector<std::shared_ptr<std::string>> outs(need.size());
+      std::vector<std::shared_ptr<Bytes>> outs(need.size());
       std::vector<DecodePool::Job> jobs;
       for (size_t k = 0; k < need.size(); ++k) {
         const ViewRecord* r = &l.records[need[k]];
-        outs[k] = std::make_shared<std::string>(r->out_size, '\0');
+        outs[k] = p_.pool->buffers().Take(r->out_size);  // reused, not zeroed
         jobs.push_back([this, &payloads, &outs, k, r] {
           return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, *p_.decoder,
                                            reinterpret_cast<uint8_t*>(outs[k]->data()),
@@ -390,9 +392,9 @@ class ViewFile final : public OriginFile {
   const Parts p_;
   CachedByteSource src_;
   std::mutex mu_;
-  std::map<size_t, std::shared_ptr<const std::string>> kept_;  // GUARDED_BY(mu_)
-  std::map<size_t, std::shared_ptr<Pending>> inflight_;        // GUARDED_BY(mu_)
-  std::shared_ptr<const std::string> npy_;                     // GUARDED_BY(mu_)
+  std::map<size_t, std::shared_ptr<const Bytes>> kept_;  // GUARDED_BY(mu_)
+  std::map<size_t, std::shared_ptr<Pending>> inflight_;  // GUARDED_BY(mu_)
+  std::shared_ptr<const Bytes> npy_;                     // GUARDED_BY(mu_)
   // Compressed files: where the last read's inflating stopped.
   std::mutex z_mu_;
   std::unique_ptr<CompressedTfRecordReader> z_;  // GUARDED_BY(z_mu_)
