@@ -178,11 +178,14 @@ class ViewFile final : public OriginFile {
       }
       std::string jpeg(src_.size(), '\0');
       STOKER_RETURN_IF_ERROR(ReadExactly(src_, jpeg.data(), jpeg.size(), 0, "jpeg"));
-      std::shared_ptr<Bytes> out = p_.pool->buffers().Take(l.size);
+      // A read of the whole file (one cache chunk) takes it straight in.
+      const bool whole = off == 0 && len == l.size;
+      std::shared_ptr<Bytes> out = whole ? nullptr : p_.pool->buffers().Take(l.size);
+      char* to = whole ? buf : out->data();
       std::vector<DecodePool::Job> jobs;
       jobs.push_back([&] {
-        return ProduceNpyView(l, jpeg, p_.options, *p_.decoder,
-                              reinterpret_cast<uint8_t*>(out->data()), out->size());
+        return ProduceNpyView(l, jpeg, p_.options, *p_.decoder, reinterpret_cast<uint8_t*>(to),
+                              l.size);
       });
       std::vector<Status> st = p_.pool->RunAll(CurrentDecodePriority(), std::move(jobs));
       if (!st[0].ok()) {
@@ -192,7 +195,8 @@ class ViewFile final : public OriginFile {
         return Status::OK();
       }
       p_.stats->counters.images_decoded++;
-      p_.stats->counters.decoded_bytes += out->size();
+      p_.stats->counters.decoded_bytes += l.size;
+      if (whole) return Status::OK();
       image = out;
     }
     std::memcpy(buf, image->data() + off, len);
@@ -295,19 +299,29 @@ class ViewFile final : public OriginFile {
   Status ReadTfRecord(char* buf, size_t len, uint64_t off) {
     const ViewLayout& l = *p_.layout;
     auto [first, last] = l.RecordsOverlapping(off, len);
+    const uint64_t end = off + len;
     std::vector<std::shared_ptr<const Bytes>> produced(last - first);
+    // A record wholly inside this read is produced straight into buf (no
+    // buffer, no copy); only this read wants it (the cache reads each chunk
+    // once), so it is not offered to others. Records the read cuts go into
+    // a pooled buffer, offered to concurrent reads and kept for the next.
+    std::vector<char> direct(last - first, 0);
     std::vector<size_t> need;
     std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
     Producing producing(this);
     {
       std::lock_guard<std::mutex> g(mu_);
       for (size_t i = first; i < last; ++i) {
-        if (l.records[i].kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
+        const ViewRecord& r = l.records[i];
+        if (r.kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
         auto it = kept_.find(i);
         if (it != kept_.end()) {
           produced[i - first] = it->second;
         } else if (auto in = inflight_.find(i); in != inflight_.end()) {
           others.emplace_back(i, in->second);
+        } else if (r.out_offset >= off && r.out_end() <= end) {
+          need.push_back(i);
+          direct[i - first] = 1;
         } else {
           need.push_back(i);
           auto p = std::make_shared<Pending>();
@@ -327,28 +341,37 @@ class ViewFile final : public OriginFile {
       std::vector<DecodePool::Job> jobs;
       for (size_t k = 0; k < need.size(); ++k) {
         const ViewRecord* r = &l.records[need[k]];
-        outs[k] = p_.pool->buffers().Take(r->out_size);  // reused, not zeroed
-        jobs.push_back([this, &payloads, &outs, k, r] {
+        char* to = buf + (r->out_offset - off);
+        if (!direct[need[k] - first]) {
+          outs[k] = p_.pool->buffers().Take(r->out_size);  // reused, not zeroed
+          to = outs[k]->data();
+        }
+        jobs.push_back([this, &payloads, k, r, to] {
           return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, *p_.decoder,
-                                           reinterpret_cast<uint8_t*>(outs[k]->data()),
-                                           outs[k]->size());
+                                           reinterpret_cast<uint8_t*>(to), r->out_size);
         });
       }
       std::vector<Status> st = p_.pool->RunAll(CurrentDecodePriority(), std::move(jobs));
       for (size_t k = 0; k < need.size(); ++k) {
+        const ViewRecord& r = l.records[need[k]];
         if (!st[k].ok()) {
           // Its neighbours in this chunk stay readable: the record reads as
           // zeros here, and its layout entry becomes kFailed (so EIO) first.
-          Status e = DataError(l.records[need[k]].in_offset, st[k]);
+          Status e = DataError(r.in_offset, st[k]);
           if (IsWorldError(st[k].code()) || !MarkFailed(need[k], st[k]).ok()) {
             producing.Finish(e);
             return e;
           }
-          producing.Set(need[k], nullptr);
+          if (direct[need[k] - first]) {
+            direct[need[k] - first] = 0;  // produced is null: zeros below
+          } else {
+            producing.Set(need[k], nullptr);
+          }
           continue;
         }
         p_.stats->counters.records_decoded++;
-        p_.stats->counters.decoded_bytes += outs[k]->size();
+        p_.stats->counters.decoded_bytes += r.out_size;
+        if (direct[need[k] - first]) continue;
         produced[need[k] - first] = outs[k];
         producing.Set(need[k], outs[k]);
       }
@@ -362,12 +385,15 @@ class ViewFile final : public OriginFile {
       if (!p->status.ok()) return p->status;
       produced[i - first] = p->bytes;  // null: failed for good, reads as zeros
     }
-    const uint64_t end = off + len;
     std::lock_guard<std::mutex> g(mu_);
     for (size_t i = first; i < last; ++i) {
       const ViewRecord& r = l.records[i];
       const uint64_t a = std::max(off, r.out_offset);
       const uint64_t b = std::min(end, r.out_end());
+      if (direct[i - first]) {
+        kept_.erase(i);
+        continue;  // already in place
+      }
       if (r.kind == ViewRecordKind::kFailed || produced[i - first] == nullptr) {
         std::memset(buf + (a - off), 0, b - a);
         continue;

@@ -111,6 +111,9 @@ class ViewOriginTest : public ::testing::Test {
     if (views_.pool) views_.pool->Stop();
   }
 
+  // The body of RecordFailingAtDecodeBecomesFailedForGood.
+  void FailingRecordReadsEio(const std::vector<std::string>& payloads);
+
   Result<std::string> ReadAll(const std::string& path, size_t piece = 5000) {
     STOKER_ASSIGN_OR_RETURN(ObjectCache::Opened o, cache_->Open(path, false));
     std::string out;
@@ -377,10 +380,22 @@ TEST_F(ViewOriginTest, RecordFailingAtDecodeIsSkippedUnderSkip) {
 // The same record under on_error=fail: it becomes kFailed in the stored
 // layout and reads as EIO, while the good records that share its cache
 // chunks stay readable.
+// Small: all three records lie wholly inside one cache chunk, so each is
+// produced straight into the chunk, the failed one too.
 TEST_F(ViewOriginTest, RecordFailingAtDecodeBecomesFailedForGood) {
-  const std::string cut = Jpeg(120, 80, 8).substr(0, 900);
-  const std::vector<std::string> payloads = {Record(Jpeg(64, 40, 1), 0), Record(cut, 1),
-                                             Record(Jpeg(50, 30, 2), 2)};
+  for (bool small : {false, true}) {
+    SCOPED_TRACE(small ? "small" : "large");
+    const std::string whole = Jpeg(30, 20, 8);
+    const std::string cut =
+        small ? whole.substr(0, whole.size() - 20) : Jpeg(120, 80, 8).substr(0, 900);
+    const std::vector<std::string> payloads = {
+        Record(small ? Jpeg(20, 12, 1) : Jpeg(64, 40, 1), 0), Record(cut, 1),
+        Record(small ? Jpeg(16, 10, 2) : Jpeg(50, 30, 2), 2)};
+    FailingRecordReadsEio(payloads);
+  }
+}
+
+void ViewOriginTest::FailingRecordReadsEio(const std::vector<std::string>& payloads) {
   const std::string shard = Shard(payloads);
   WriteFile(dir_.Sub("origin/train/shard-0"), shard);
   auto decoder = NewCpuJpegDecoder();
