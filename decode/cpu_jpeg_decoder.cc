@@ -185,6 +185,20 @@ __attribute__((noinline)) bool DecodeLow(DecodeState* st, const DecodeParams& pa
   return true;
 }
 
+// Whether the first marker in [p, end) that is not a restart marker (fill
+// bytes and stuffed 0xFF 0x00 aside) is EOI.
+bool FirstMarkerIsEoi(const uint8_t* p, const uint8_t* end) {
+  for (;;) {
+    p = static_cast<const uint8_t*>(std::memchr(p, 0xFF, end - p));
+    if (p == nullptr) return false;
+    while (p < end && *p == 0xFF) ++p;
+    if (p == end) return false;
+    const uint8_t m = *p++;
+    if (m == 0x00 || (m >= 0xD0 && m <= 0xD7)) continue;
+    return m == 0xD9;
+  }
+}
+
 // CheckJpegDecodes: the headers and every scan's entropy data, to the EOI,
 // with no pixels made. Same frame rules as DecodeLow.
 __attribute__((noinline)) bool CheckLow(DecodeState* st, size_t max_memory) {
@@ -196,6 +210,20 @@ __attribute__((noinline)) bool CheckLow(DecodeState* st, size_t max_memory) {
   }
   CreateWithSource(st, max_memory);
   jpeg_read_header(cinfo, TRUE);
+  // One Huffman-coded scan whose entropy data runs into an EOI: decoding it
+  // cannot fail, as the Huffman decoder stops at that marker at the latest
+  // (padding with zeros, a warning, wrong restart markers resynchronised)
+  // and the markers after the scan are that EOI. Only its tables can still
+  // be bad, and starting the decompressor (no conversion) builds them. Any
+  // other file has its entropy data decoded.
+  if (!jpeg_has_multiple_scans(cinfo) && !cinfo->arith_code &&
+      FirstMarkerIsEoi(cinfo->src->next_input_byte,
+                       cinfo->src->next_input_byte + cinfo->src->bytes_in_buffer)) {
+    cinfo->out_color_space = cinfo->jpeg_color_space;
+    jpeg_start_decompress(cinfo);
+    jpeg_destroy_decompress(cinfo);
+    return true;
+  }
   jpeg_read_coefficients(cinfo);
   jpeg_finish_decompress(cinfo);
   jpeg_destroy_decompress(cinfo);

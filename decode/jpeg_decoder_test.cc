@@ -339,8 +339,8 @@ TEST(CpuJpegDecoderTest, MissingEoiFailsAsInTensorFlow) {
 }
 
 // CheckJpegDecodes (the on_error=skip layout's check) says ok exactly where
-// Decode succeeds: every sample, every prefix of a baseline and a
-// progressive file, and randomly corrupted files.
+// Decode succeeds: every sample, every prefix of baseline, progressive,
+// restart-marked and grayscale files, and randomly corrupted ones.
 TEST(CpuJpegDecoderTest, CheckAgreesWithDecode) {
   auto d = NewCpuJpegDecoder();
   auto agree = [&](const std::string& jpeg, const std::string& what) {
@@ -361,12 +361,16 @@ TEST(CpuJpegDecoderTest, CheckAgreesWithDecode) {
   const int w = 40, h = 24;
   LibjpegOptions o;
   o.progressive = true;
+  LibjpegOptions restarts;  // the single-scan fast path with restart markers
+  restarts.restart_interval = 2;
   for (const std::string& jpeg : {EncodeTj(MakeImage(w, h, 3), w, h, TJPF_RGB, TJSAMP_420),
-                                  EncodeLibjpeg(MakeImage(w, h, 3), w, h, o)}) {
+                                  EncodeLibjpeg(MakeImage(w, h, 3), w, h, o),
+                                  EncodeLibjpeg(MakeImage(w, h, 3), w, h, restarts),
+                                  EncodeTj(MakeImage(w, h, 1), w, h, TJPF_GRAY, TJSAMP_GRAY)}) {
     for (size_t n = 1; n <= jpeg.size(); ++n)
       agree(jpeg.substr(0, n), "prefix " + std::to_string(n));
     std::mt19937 rng(7);
-    for (int i = 0; i < 300; ++i) {
+    for (int i = 0; i < 1500; ++i) {
       std::string bad = jpeg;
       for (int k = 0; k < 1 + i % 3; ++k) bad[rng() % bad.size()] = static_cast<char>(rng());
       agree(bad, "corrupt " + std::to_string(i));
