@@ -17,73 +17,100 @@ namespace {
 
 std::atomic<bool> g_direct_io{true};
 
-// Freed buffers of run size are kept for the next run: a fresh multi-MiB
-// allocation is a new mapping, and faulting in and zeroing its pages cost
-// about as much as the copy direct I/O saves.
-class BufferPool {
- public:
-  static constexpr size_t kMaxPooledBytes = 64 << 20;
-
-  char* Take(size_t cap) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      for (size_t i = 0; i < free_.size(); ++i) {
-        if (free_[i].second != cap) continue;
-        char* p = free_[i].first;
-        free_[i] = free_.back();
-        free_.pop_back();
-        pooled_ -= cap;
-        return p;
-      }
-    }
-    // Runs of a MiB or more sit on huge pages where the kernel has them:
-    // pinning a buffer for each direct transfer and for the FUSE reply
-    // then takes a few folios, not hundreds of pages.
-    constexpr size_t kHuge = 2 << 20;
-    const bool huge = cap >= kHuge / 2;
-    void* p = huge ? std::aligned_alloc(kHuge, (cap + kHuge - 1) / kHuge * kHuge)
-                   : std::aligned_alloc(kDirectIoAlign, cap);
-    if (p == nullptr) throw std::bad_alloc();
-    if (huge) (void)::madvise(p, (cap + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);
-    return static_cast<char*>(p);
-  }
-
-  void Give(char* p, size_t cap) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (pooled_ + cap <= kMaxPooledBytes) {
-        free_.emplace_back(p, cap);
-        pooled_ += cap;
-        return;
-      }
-    }
-    std::free(p);
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::pair<char*, size_t>> free_;  // GUARDED_BY(mu_)
-  size_t pooled_ = 0;                           // GUARDED_BY(mu_)
-};
-
-BufferPool& Pool() {
-  static BufferPool* pool = new BufferPool;  // never destroyed: buffers may outlive main
+AlignedBufferPool& Pool() {
+  // Never destroyed: buffers may outlive main.
+  static AlignedBufferPool* pool = new AlignedBufferPool(64 << 20);
   return *pool;
 }
 
-}  // namespace
-
-void SetDirectIoEnabled(bool enabled) { g_direct_io.store(enabled); }
-bool DirectIoEnabled() { return g_direct_io.load(); }
-
-std::shared_ptr<char[]> AllocAligned(size_t len) {
+size_t ClassOf(size_t len) {
   size_t cap = std::max<size_t>(kDirectIoAlign,
                                 (len + kDirectIoAlign - 1) / kDirectIoAlign * kDirectIoAlign);
   // Few size classes above a MiB, so that freed buffers fit later runs.
   if (cap > (1 << 20)) cap = std::bit_ceil(cap);
-  char* p = Pool().Take(cap);
-  return std::shared_ptr<char[]>(p, [cap](char* q) { Pool().Give(q, cap); });
+  return cap;
 }
+
+char* Allocate(size_t cap) {
+  // Runs of a MiB or more sit on huge pages where the kernel has them:
+  // pinning a buffer for each direct transfer and for the FUSE reply
+  // then takes a few folios, not hundreds of pages.
+  constexpr size_t kHuge = 2 << 20;
+  const bool huge = cap >= kHuge / 2;
+  void* p = huge ? std::aligned_alloc(kHuge, (cap + kHuge - 1) / kHuge * kHuge)
+                 : std::aligned_alloc(kDirectIoAlign, cap);
+  if (p == nullptr) throw std::bad_alloc();
+  if (huge) (void)::madvise(p, (cap + kHuge - 1) / kHuge * kHuge, MADV_HUGEPAGE);
+  return static_cast<char*>(p);
+}
+
+}  // namespace
+
+AlignedBufferPool::~AlignedBufferPool() {
+  for (auto& [cap, p] : free_) std::free(p);
+}
+
+std::shared_ptr<char[]> AlignedBufferPool::Take(size_t len) {
+  size_t cap = ClassOf(len);
+  char* p = nullptr;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = free_.lower_bound(cap);  // the same class, else the smallest larger
+    if (it != free_.end() && it->first <= 4 * cap) {
+      cap = it->first;
+      p = it->second;
+      free_.erase(it);
+      free_bytes_ -= cap;
+      reused_++;
+    } else {
+      allocated_++;
+    }
+  }
+  if (p == nullptr) p = Allocate(cap);
+  return std::shared_ptr<char[]>(p, [this, cap](char* q) { Give(q, cap); });
+}
+
+void AlignedBufferPool::Give(char* p, size_t cap) {
+  std::vector<char*> drop;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    // Smaller free buffers make room for a larger one.
+    while (free_bytes_ + cap > max_free_bytes_ && !free_.empty() && free_.begin()->first < cap) {
+      drop.push_back(free_.begin()->second);
+      free_bytes_ -= free_.begin()->first;
+      free_.erase(free_.begin());
+    }
+    if (free_bytes_ + cap <= max_free_bytes_) {
+      free_.emplace(cap, p);
+      free_bytes_ += cap;
+      p = nullptr;
+    }
+  }
+  for (char* q : drop) std::free(q);
+  std::free(p);
+}
+
+size_t AlignedBufferPool::free_bytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return free_bytes_;
+}
+
+uint64_t AlignedBufferPool::reused() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return reused_;
+}
+
+uint64_t AlignedBufferPool::allocated() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return allocated_;
+}
+
+void SetDirectIoEnabled(bool enabled) { g_direct_io.store(enabled); }
+bool DirectIoEnabled() { return g_direct_io.load(); }
+
+std::shared_ptr<char[]> AllocAligned(size_t len) { return Pool().Take(len); }
+
+AlignedBufferPool& RunBufferPool() { return Pool(); }
 
 DirectTwin::~DirectTwin() {
   if (fd_ >= 0) ::close(fd_);

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -39,9 +40,47 @@ inline bool IsDirectAligned(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & (kDirectIoAlign - 1)) == 0;
 }
 
-// len bytes (rounded up to kDirectIoAlign), aligned to kDirectIoAlign.
+// Buffers for runs (of chunks read from the origin or produced by a view,
+// and of chunks read back from the SSD tier), kept when freed for the next
+// run: a fresh multi-MiB buffer is a new mapping whose (huge) pages the
+// kernel faults in and zeroes, about as costly as the copy direct I/O
+// saves, and in epoch 1 of a decoded view a few percent of the daemon's CPU.
+// A request takes a free buffer of its size class, else the smallest larger
+// one up to 4x its size; a buffer given back to a full pool displaces
+// smaller free ones (a larger buffer serves every smaller run), so the pool
+// does not fill up with a class that no run asks for and then free every
+// buffer of the class that runs do ask for. At most max_free_bytes sit free.
+// The pool must outlive the buffers it hands out.
+// Thread-safe.
+class AlignedBufferPool {
+ public:
+  explicit AlignedBufferPool(size_t max_free_bytes) : max_free_bytes_(max_free_bytes) {}
+  ~AlignedBufferPool();
+  AlignedBufferPool(const AlignedBufferPool&) = delete;
+  AlignedBufferPool& operator=(const AlignedBufferPool&) = delete;
+  // At least len bytes (rounded up to kDirectIoAlign), aligned to
+  // kDirectIoAlign; contents undefined. Aborts when memory is exhausted.
+  std::shared_ptr<char[]> Take(size_t len);
+  size_t free_bytes() const;
+  uint64_t reused() const;     // Takes served from a free buffer
+  uint64_t allocated() const;  // Takes that allocated a new one
+
+ private:
+  void Give(char* p, size_t cap);
+  const size_t max_free_bytes_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, char*> free_;  // GUARDED_BY(mu_): by capacity
+  size_t free_bytes_ = 0;              // GUARDED_BY(mu_)
+  uint64_t reused_ = 0;                // GUARDED_BY(mu_)
+  uint64_t allocated_ = 0;             // GUARDED_BY(mu_)
+};
+
+// len bytes (rounded up to kDirectIoAlign), aligned to kDirectIoAlign, from
+// the process's AlignedBufferPool (64 MiB free at most).
 // Aborts when memory is exhausted, as new[] would.
 std::shared_ptr<char[]> AllocAligned(size_t len);
+// That pool, for stats.json (run_buffers_reused, run_buffers_allocated).
+AlignedBufferPool& RunBufferPool();
 
 class DirectTwin {
  public:

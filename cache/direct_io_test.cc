@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace stoker {
 namespace {
@@ -28,6 +29,58 @@ TEST(AllocAlignedTest, AlignedAndReusedAfterFree) {
   // The pool hands a freed buffer of the same class to the next run.
   std::shared_ptr<char[]> again = AllocAligned((2 << 20) - 4096);
   EXPECT_EQ(again.get(), first);
+}
+
+TEST(AlignedBufferPoolTest, ALargerFreeBufferServesASmallerRun) {
+  AlignedBufferPool pool(16 << 20);
+  char* two = nullptr;
+  {
+    auto b = pool.Take(2 << 20);
+    two = b.get();
+  }
+  EXPECT_EQ(pool.free_bytes(), size_t{2} << 20);
+  {
+    auto b = pool.Take(1 << 20);  // another class: the free 2 MiB one serves
+    EXPECT_EQ(b.get(), two);
+    EXPECT_TRUE(IsDirectAligned(b.get()));
+    std::fill(b.get(), b.get() + (1 << 20), 'x');
+  }
+  EXPECT_EQ(pool.free_bytes(), size_t{2} << 20);  // back with its own capacity
+  EXPECT_EQ(pool.reused(), 1u);
+  EXPECT_EQ(pool.allocated(), 1u);
+  { auto big = pool.Take(8 << 20); }
+  auto small = pool.Take(64 << 10);  // neither 2 nor 8 MiB is within 4x of 64 KiB
+  EXPECT_EQ(pool.allocated(), 3u);
+}
+
+// A pool full of small buffers makes room for a larger one given back, so
+// runs of the larger class stop allocating (and faulting in) new ones.
+TEST(AlignedBufferPoolTest, AFullPoolKeepsTheLargerBuffers) {
+  AlignedBufferPool pool(4 << 20);
+  {
+    std::vector<std::shared_ptr<char[]>> held;
+    for (int i = 0; i < 4; ++i) held.push_back(pool.Take(1 << 20));
+  }
+  EXPECT_EQ(pool.free_bytes(), size_t{4} << 20);
+  char* four = nullptr;
+  {
+    auto b = pool.Take(4 << 20);  // nothing free is large enough
+    four = b.get();
+  }
+  EXPECT_EQ(pool.free_bytes(), size_t{4} << 20);  // the four small ones went
+  EXPECT_EQ(pool.allocated(), 5u);
+  for (int i = 0; i < 3; ++i) {
+    auto b = pool.Take((4 << 20) - i * 4096);
+    EXPECT_EQ(b.get(), four);
+  }
+  EXPECT_EQ(pool.reused(), 3u);
+  {
+    // Two held at once: the second is new, and does not fit when given back.
+    auto a = pool.Take(4 << 20);
+    auto b = pool.Take(4 << 20);
+    EXPECT_NE(a.get(), b.get());
+  }
+  EXPECT_LE(pool.free_bytes(), size_t{4} << 20);
 }
 
 class DirectTwinTest : public ::testing::Test {

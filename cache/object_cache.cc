@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "cache/direct_io.h"
 #include "cache/object_cache_impl.h"
 #include "util/checksum.h"
 #include "util/log.h"
@@ -566,6 +567,8 @@ nlohmann::json ObjectCacheImpl::Stats() {
     j["objects_in_memory"] = objects_.size();
   }
   j["pending_drops"] = drops_pending_.load();
+  j["run_buffers_reused"] = RunBufferPool().reused();
+  j["run_buffers_allocated"] = RunBufferPool().allocated();
   j["io_backend"] = io_->Name();
   j["origin"] = origin_->Describe();
   j["cache_dir"] = options_.dir;

@@ -91,19 +91,17 @@ void CmykRowToRgb(const JSAMPLE* cmyk, uint8_t* rgb, JDIMENSION width, bool adob
   }
 }
 
-// Returns false after a libjpeg error (message in st->message) or a failure
-// of ours (st->code set). No C++ object with a destructor in this frame.
-__attribute__((noinline)) bool DecodeLow(DecodeState* st, const DecodeParams& params,
-                                         size_t max_memory, uint8_t* out) {
-  jpeg_decompress_struct* cinfo = &st->cinfo;
-  cinfo->err = jpeg_std_error(&st->err.pub);
+// Error manager and memory source for st (before setjmp), then the
+// decompressor (after it).
+void InitErrors(DecodeState* st) {
+  st->cinfo.err = jpeg_std_error(&st->err.pub);
   st->err.pub.error_exit = ErrorExit;
   st->err.pub.emit_message = EmitMessage;
   st->err.pub.output_message = OutputMessage;
-  if (setjmp(st->err.jump)) {
-    jpeg_destroy_decompress(cinfo);
-    return false;
-  }
+}
+
+void CreateWithSource(DecodeState* st, size_t max_memory) {
+  jpeg_decompress_struct* cinfo = &st->cinfo;
   jpeg_create_decompress(cinfo);
   cinfo->mem->max_memory_to_use = static_cast<long>(max_memory);
   st->src.init_source = InitSource;
@@ -114,6 +112,19 @@ __attribute__((noinline)) bool DecodeLow(DecodeState* st, const DecodeParams& pa
   st->src.bytes_in_buffer = 0;
   st->src.next_input_byte = nullptr;
   cinfo->src = &st->src;
+}
+
+// Returns false after a libjpeg error (message in st->message) or a failure
+// of ours (st->code set). No C++ object with a destructor in this frame.
+__attribute__((noinline)) bool DecodeLow(DecodeState* st, const DecodeParams& params,
+                                         size_t max_memory, uint8_t* out) {
+  jpeg_decompress_struct* cinfo = &st->cinfo;
+  InitErrors(st);
+  if (setjmp(st->err.jump)) {
+    jpeg_destroy_decompress(cinfo);
+    return false;
+  }
+  CreateWithSource(st, max_memory);
 
   jpeg_read_header(cinfo, TRUE);
   int components = params.channels == 0 ? std::min(cinfo->num_components, 3) : params.channels;
@@ -174,6 +185,73 @@ __attribute__((noinline)) bool DecodeLow(DecodeState* st, const DecodeParams& pa
   return true;
 }
 
+// Whether the first marker in [p, end) that is not a restart marker (fill
+// bytes and stuffed 0xFF 0x00 aside) is EOI.
+bool FirstMarkerIsEoi(const uint8_t* p, const uint8_t* end) {
+  for (;;) {
+    p = static_cast<const uint8_t*>(std::memchr(p, 0xFF, end - p));
+    if (p == nullptr) return false;
+    while (p < end && *p == 0xFF) ++p;
+    if (p == end) return false;
+    const uint8_t m = *p++;
+    if (m == 0x00 || (m >= 0xD0 && m <= 0xD7)) continue;
+    return m == 0xD9;
+  }
+}
+
+// CheckJpegDecodes: the headers and every scan's entropy data, to the EOI,
+// with no pixels made. Same frame rules as DecodeLow.
+__attribute__((noinline)) bool CheckLow(DecodeState* st, size_t max_memory) {
+  jpeg_decompress_struct* cinfo = &st->cinfo;
+  InitErrors(st);
+  if (setjmp(st->err.jump)) {
+    jpeg_destroy_decompress(cinfo);
+    return false;
+  }
+  CreateWithSource(st, max_memory);
+  jpeg_read_header(cinfo, TRUE);
+  // One Huffman-coded scan whose entropy data runs into an EOI: decoding it
+  // cannot fail, as the Huffman decoder stops at that marker at the latest
+  // (padding with zeros, a warning, wrong restart markers resynchronised)
+  // and the markers after the scan are that EOI. Only its tables can still
+  // be bad, and starting the decompressor (no conversion) builds them. Any
+  // other file has its entropy data decoded.
+  if (!jpeg_has_multiple_scans(cinfo) && !cinfo->arith_code &&
+      FirstMarkerIsEoi(cinfo->src->next_input_byte,
+                       cinfo->src->next_input_byte + cinfo->src->bytes_in_buffer)) {
+    cinfo->out_color_space = cinfo->jpeg_color_space;
+    jpeg_start_decompress(cinfo);
+    jpeg_destroy_decompress(cinfo);
+    return true;
+  }
+  jpeg_read_coefficients(cinfo);
+  jpeg_finish_decompress(cinfo);
+  jpeg_destroy_decompress(cinfo);
+  return true;
+}
+
+// The Status of a failed DecodeLow or CheckLow.
+Status FailureOf(const DecodeState& st) {
+  int code = st.code;
+  if (code == 0) {
+    const int msg = st.err.pub.msg_code;
+    code = msg == JERR_OUT_OF_MEMORY || msg == JERR_NO_BACKING_STORE ? ENOMEM : EBADMSG;
+    if (msg == JERR_CONVERSION_NOTIMPL || msg == JERR_SOF_UNSUPPORTED ||
+        msg == JERR_BAD_PRECISION || msg == JERR_NOT_COMPILED || msg == JERR_FRACT_SAMPLE_NOTIMPL) {
+      code = ENOTSUP;
+    }
+  }
+  return Status::Error(code, std::string("jpeg: ") + st.message);
+}
+
+std::unique_ptr<DecodeState> NewState(const uint8_t* jpeg, size_t len) {
+  auto st = std::make_unique<DecodeState>();
+  std::memset(st.get(), 0, sizeof(DecodeState));
+  st->data = jpeg;
+  st->len = len;
+  return st;
+}
+
 class CpuJpegDecoder final : public JpegDecoder {
  public:
   explicit CpuJpegDecoder(const CpuJpegDecoderOptions& options) : options_(options) {}
@@ -187,23 +265,10 @@ class CpuJpegDecoder final : public JpegDecoder {
     }
     if (jpeg == nullptr || len == 0) return Status::Corruption("jpeg: empty input");
     if (out_len > 0 && out == nullptr) return Status::Invalid("no output buffer");
-    auto st = std::make_unique<DecodeState>();
-    std::memset(st.get(), 0, sizeof(DecodeState));
-    st->data = jpeg;
-    st->len = len;
+    auto st = NewState(jpeg, len);
     st->want_len = out_len;
     if (DecodeLow(st.get(), params, options_.max_memory_bytes, out)) return Status::OK();
-    int code = st->code;
-    if (code == 0) {
-      const int msg = st->err.pub.msg_code;
-      code = msg == JERR_OUT_OF_MEMORY || msg == JERR_NO_BACKING_STORE ? ENOMEM : EBADMSG;
-      if (msg == JERR_CONVERSION_NOTIMPL || msg == JERR_SOF_UNSUPPORTED ||
-          msg == JERR_BAD_PRECISION || msg == JERR_NOT_COMPILED ||
-          msg == JERR_FRACT_SAMPLE_NOTIMPL) {
-        code = ENOTSUP;
-      }
-    }
-    return Status::Error(code, std::string("jpeg: ") + st->message);
+    return FailureOf(*st);
   }
 
  private:
@@ -211,6 +276,13 @@ class CpuJpegDecoder final : public JpegDecoder {
 };
 
 }  // namespace
+
+Status CheckJpegDecodes(const uint8_t* jpeg, size_t len, const CpuJpegDecoderOptions& options) {
+  if (jpeg == nullptr || len == 0) return Status::Corruption("jpeg: empty input");
+  auto st = NewState(jpeg, len);
+  if (CheckLow(st.get(), options.max_memory_bytes)) return Status::OK();
+  return FailureOf(*st);
+}
 
 std::unique_ptr<JpegDecoder> NewCpuJpegDecoder(const CpuJpegDecoderOptions& options) {
   return std::make_unique<CpuJpegDecoder>(options);

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "decode/jpeg_decoder.h"
+#include "util/status.h"
 
 namespace stoker {
 
@@ -29,5 +30,17 @@ struct CpuJpegDecoderOptions {
 };
 
 std::unique_ptr<JpegDecoder> NewCpuJpegDecoder(const CpuJpegDecoderOptions& options = {});
+
+// Whether a JPEG decodes, as the CPU decoder's Decode decides it, without
+// making pixels: libjpeg reads the headers and entropy-decodes every scan up
+// to the EOI (jpeg_read_coefficients), so it fails where Decode fails on the
+// data (a scan cut short, a bad table or marker between scans), with the same
+// errors, but skips the IDCT, upsampling and colour conversion; a single
+// Huffman-coded scan whose data runs into an EOI (which it then cannot fail
+// on) is not even entropy-decoded, only its tables are built. What it
+// cannot see: an output the caller's buffer does not fit (EINVAL in Decode),
+// which the probe and OutputShape decide. Warnings pass, as in Decode.
+// Thread-safe.
+Status CheckJpegDecodes(const uint8_t* jpeg, size_t len, const CpuJpegDecoderOptions& options = {});
 
 }  // namespace stoker

@@ -31,7 +31,7 @@ struct DecodePool::Batch {
 };
 
 DecodePool::DecodePool(std::shared_ptr<JpegDecoder> decoder, const DecodePoolOptions& options)
-    : decoder_(std::move(decoder)) {
+    : decoder_(std::move(decoder)), buffers_(options.max_free_output_bytes) {
   STOKER_CHECK(decoder_ != nullptr, "a decode pool needs a decoder");
   int n = options.threads;
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());

@@ -8,6 +8,7 @@
 // call into the cache or wait on anything), so a pool thread never blocks
 // and a batch always finishes. The JPEG decoder a job uses is the pool's
 // (decoder()): the seam where a GPU backend (nvJPEG) replaces the CPU one.
+// Its output goes into buffers() (output_buffers.h), reused across jobs.
 //
 // Stop (or the destructor) fails what is still queued with ECANCELED and
 // joins the threads; running jobs finish first.
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "decode/jpeg_decoder.h"
+#include "decode/output_buffers.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -35,6 +37,9 @@ inline constexpr int kDecodePriorities = 3;
 struct DecodePoolOptions {
   // Worker threads. Default: 0 = the number of cores. Not persistent.
   int threads = 0;
+  // Bytes of output buffers kept free for the next productions
+  // (output_buffers.h). Default: 128 MiB. Not persistent.
+  size_t max_free_output_bytes = OutputBuffers::kDefaultMaxFreeBytes;
 };
 
 class DecodePool {
@@ -47,6 +52,8 @@ class DecodePool {
   DecodePool& operator=(const DecodePool&) = delete;
 
   JpegDecoder& decoder() { return *decoder_; }
+  // What jobs produce into: reused, not freshly faulted in.
+  OutputBuffers& buffers() { return buffers_; }
   int threads() const { return static_cast<int>(threads_.size()); }
 
   // Runs every job at priority and waits for all of them; returns their
@@ -70,6 +77,7 @@ class DecodePool {
   void Run();
 
   const std::shared_ptr<JpegDecoder> decoder_;
+  OutputBuffers buffers_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queues_[kDecodePriorities];  // GUARDED_BY(mu_)

@@ -338,6 +338,47 @@ TEST(CpuJpegDecoderTest, MissingEoiFailsAsInTensorFlow) {
   EXPECT_NE(std::string::npos, st.message().find("jpeg: ")) << st.ToString();
 }
 
+// CheckJpegDecodes (the on_error=skip layout's check) says ok exactly where
+// Decode succeeds: every sample, every prefix of baseline, progressive,
+// restart-marked and grayscale files, and randomly corrupted ones.
+TEST(CpuJpegDecoderTest, CheckAgreesWithDecode) {
+  auto d = NewCpuJpegDecoder();
+  auto agree = [&](const std::string& jpeg, const std::string& what) {
+    const auto* p = reinterpret_cast<const uint8_t*>(jpeg.data());
+    Status check = CheckJpegDecodes(p, jpeg.size());
+    auto info = ProbeJpeg(p, jpeg.size());
+    auto size = info.ok() ? OutputSize(*info, {}) : info.status();
+    if (!size.ok()) {
+      EXPECT_FALSE(check.ok() && !info.ok()) << what;  // a bad header never checks ok
+      return;
+    }
+    std::vector<uint8_t> out(*size);
+    Status decode = d->Decode(p, jpeg.size(), {}, out.data(), out.size());
+    EXPECT_EQ(decode.code(), check.code())
+        << what << ": " << decode.ToString() << " vs " << check.ToString();
+  };
+  for (const Sample& s : Samples()) agree(s.jpeg, "sample " + s.name);
+  const int w = 40, h = 24;
+  LibjpegOptions o;
+  o.progressive = true;
+  LibjpegOptions restarts;  // the single-scan fast path with restart markers
+  restarts.restart_interval = 2;
+  for (const std::string& jpeg : {EncodeTj(MakeImage(w, h, 3), w, h, TJPF_RGB, TJSAMP_420),
+                                  EncodeLibjpeg(MakeImage(w, h, 3), w, h, o),
+                                  EncodeLibjpeg(MakeImage(w, h, 3), w, h, restarts),
+                                  EncodeTj(MakeImage(w, h, 1), w, h, TJPF_GRAY, TJSAMP_GRAY)}) {
+    for (size_t n = 1; n <= jpeg.size(); ++n)
+      agree(jpeg.substr(0, n), "prefix " + std::to_string(n));
+    std::mt19937 rng(7);
+    for (int i = 0; i < 1500; ++i) {
+      std::string bad = jpeg;
+      for (int k = 0; k < 1 + i % 3; ++k) bad[rng() % bad.size()] = static_cast<char>(rng());
+      agree(bad, "corrupt " + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(EBADMSG, CheckJpegDecodes(nullptr, 0).code());
+}
+
 TEST(CpuJpegDecoderTest, MemoryLimit) {
   CpuJpegDecoderOptions small;
   small.max_memory_bytes = 64 << 10;

@@ -23,14 +23,15 @@ std::pair<size_t, size_t> ViewLayout::RecordsOverlapping(uint64_t off, uint64_t 
 }
 
 TfRecordLayoutBuilder::TfRecordLayoutBuilder(const ViewOptions& options, std::string fingerprint,
-                                             uint64_t source_size)
-    : options_(options) {
+                                             uint64_t source_size, JpegCheck check)
+    : options_(options), check_(options.on_error == OnError::kSkip ? std::move(check) : nullptr) {
   layout_.kind = ViewKind::kTfRecord;
   layout_.fingerprint = std::move(fingerprint);
   layout_.source_size = source_size;
 }
 
 void TfRecordLayoutBuilder::AddFailed(uint64_t in_offset, uint64_t in_size, const Status& why) {
+  CheckHeld();  // raw order
   layout_.errors.push_back({in_offset, why.code(), why.message()});
   if (options_.on_error == OnError::kSkip) return;
   ViewRecord r;
@@ -49,16 +50,43 @@ void TfRecordLayoutBuilder::AddRecord(const TfRecordExtent& extent, std::string_
     AddFailed(extent.offset, extent.frame_size(), planned.status());
     return;
   }
+  Held held{extent, std::move(planned).value()};
+  if (!check_) {
+    AddPlanned(extent, held);
+    return;
+  }
+  held_.push_back(std::move(held));
+  if (held_.size() >= kCheckBatch) CheckHeld();
+}
+
+void TfRecordLayoutBuilder::AddPlanned(const TfRecordExtent& extent, const Held& held) {
   ViewRecord r;
   r.kind = ViewRecordKind::kImage;
   r.in_offset = extent.offset;
   r.in_size = extent.frame_size();
   r.out_offset = layout_.size;
-  r.out_size = planned->plan.size() + kTfRecordOverhead;
-  r.prefix_size = static_cast<uint32_t>(planned->plan.prefix.size());
-  r.shape = planned->shape;
+  r.out_size = held.planned.plan.size() + kTfRecordOverhead;
+  r.prefix_size = static_cast<uint32_t>(held.planned.plan.prefix.size());
+  r.shape = held.planned.shape;
   layout_.size += r.out_size;
   layout_.records.push_back(r);
+}
+
+void TfRecordLayoutBuilder::CheckHeld() {
+  if (held_.empty()) return;
+  std::vector<Held> held = std::move(held_);
+  held_.clear();
+  std::vector<std::string_view> jpegs;
+  for (const Held& h : held) jpegs.push_back(h.planned.jpeg);
+  std::vector<Status> st = check_(jpegs);
+  for (size_t i = 0; i < held.size(); ++i) {
+    const Status s = i < st.size() ? st[i] : Status::IOError("jpeg was not checked");
+    if (s.ok()) {
+      AddPlanned(held[i].extent, held[i]);
+    } else {
+      AddFailed(held[i].extent.offset, held[i].extent.frame_size(), s);
+    }
+  }
 }
 
 void TfRecordLayoutBuilder::AddBadRecord(const TfRecordExtent& extent, const Status& why) {
@@ -69,7 +97,10 @@ void TfRecordLayoutBuilder::AddBrokenTail(uint64_t offset, uint64_t raw_rest, co
   AddFailed(offset, raw_rest, why);
 }
 
-ViewLayout TfRecordLayoutBuilder::Finish() && { return std::move(layout_); }
+ViewLayout TfRecordLayoutBuilder::Finish() && {
+  CheckHeld();
+  return std::move(layout_);
+}
 
 namespace {
 
@@ -80,8 +111,9 @@ bool IsDataError(const Status& s) { return s.code() == EBADMSG; }
 }  // namespace
 
 Result<ViewLayout> LayoutTfRecordView(ByteSource& src, TfRecordCompression compression,
-                                      const ViewOptions& options, const std::string& decoder_name) {
-  TfRecordLayoutBuilder builder(options, options.Fingerprint(decoder_name), src.size());
+                                      const ViewOptions& options, const std::string& decoder_name,
+                                      const JpegCheck& check) {
+  TfRecordLayoutBuilder builder(options, options.Fingerprint(decoder_name), src.size(), check);
   TfRecordExtent extent;
   std::string payload;
   if (compression == TfRecordCompression::kNone) {
@@ -125,7 +157,7 @@ Result<ViewLayout> LayoutTfRecordView(ByteSource& src, TfRecordCompression compr
 }
 
 Result<ViewLayout> LayoutJpegNpyView(ByteSource& src, const ViewOptions& options,
-                                     const std::string& decoder_name) {
+                                     const std::string& decoder_name, const JpegCheck& check) {
   ViewLayout layout;
   layout.kind = ViewKind::kNpy;
   layout.fingerprint = options.Fingerprint(decoder_name);
@@ -143,6 +175,14 @@ Result<ViewLayout> LayoutJpegNpyView(ByteSource& src, const ViewOptions& options
     want = std::min<uint64_t>(src.size(), uint64_t{want} * 4);
   }
   Result<ImageShape> shape = info.ok() ? OutputShape(*info, options.decode) : info.status();
+  if (shape.ok() && check && options.on_error == OnError::kSkip) {
+    head.resize(src.size());
+    STOKER_RETURN_IF_ERROR(ReadExactly(src, head.data(), head.size(), 0, "jpeg"));
+    std::vector<Status> st =
+        check({std::string_view(reinterpret_cast<const char*>(head.data()), head.size())});
+    if (st.empty() || !st[0].ok())
+      return st.empty() ? Status::IOError("jpeg was not checked") : st[0];
+  }
   if (!shape.ok()) {
     if (options.on_error == OnError::kSkip) return shape.status();
     layout.errors.push_back({0, shape.status().code(), shape.status().message()});

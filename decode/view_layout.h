@@ -13,9 +13,15 @@
 //    one byte, so a reader always meets it) and reads as EIO.
 // With on_error=skip such records are left out. Either way each problem is
 // listed in errors, for MOUNTPOINT/.stoker/errors.
+// Under skip a layout made with a JpegCheck also leaves out the records
+// whose JPEG probes but does not decode (a scan cut short): the check runs
+// on every JPEG before it is given a place, so a layout never has to change
+// once its size was given out. Without a check (and always under fail)
+// such a record lays out and fails only when produced.
 // A JPEG view (kNpy) is an .npy header followed by the pixels; a JPEG whose
-// header does not probe is, under fail, one kFailed entry of the raw size;
-// under skip LayoutJpegNpyView returns the error and the file is left out.
+// header does not probe (or, with a check, does not decode) is, under fail,
+// one kFailed entry of the raw size; under skip LayoutJpegNpyView returns the
+// error and the file is left out.
 //
 // Layouts are values; Encode/DecodeViewLayout give the binary form kept in
 // the index. Decode checks everything it reads (a corrupt value is EBADMSG,
@@ -25,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +41,7 @@
 #include "decode/tfrecord.h"
 #include "decode/tfrecord_compressed.h"
 #include "decode/view_options.h"
+#include "decode/view_record.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -81,10 +89,18 @@ struct ViewLayout {
   bool operator==(const ViewLayout&) const = default;
 };
 
+// Whether each of some JPEGs decodes (one Status per JPEG, in order); the
+// caller may check them in parallel. The views use CheckJpegDecodes.
+using JpegCheck = std::function<std::vector<Status>(const std::vector<std::string_view>& jpegs)>;
+
 // Builds a TFRecord view's layout from the records of one scan, in order.
+// With a check (used under on_error=skip only) records are held back and
+// checked kCheckBatch at a time; raw-order is kept.
 class TfRecordLayoutBuilder {
  public:
-  TfRecordLayoutBuilder(const ViewOptions& options, std::string fingerprint, uint64_t source_size);
+  static constexpr size_t kCheckBatch = 32;
+  TfRecordLayoutBuilder(const ViewOptions& options, std::string fingerprint, uint64_t source_size,
+                        JpegCheck check = nullptr);
   // A record whose framing and CRCs checked out.
   void AddRecord(const TfRecordExtent& extent, std::string_view payload);
   // A record whose frame is intact but whose payload did not verify.
@@ -94,21 +110,32 @@ class TfRecordLayoutBuilder {
   ViewLayout Finish() &&;
 
  private:
+  struct Held {
+    TfRecordExtent extent;
+    PlannedImageRecord planned;
+  };
   void AddFailed(uint64_t in_offset, uint64_t in_size, const Status& why);
+  void AddPlanned(const TfRecordExtent& extent, const Held& held);
+  void CheckHeld();
   const ViewOptions& options_;
+  const JpegCheck check_;
   ViewLayout layout_;
+  std::vector<Held> held_;  // planned records waiting for the check
 };
 
 // Scans a whole raw TFRecord file (compression as given) and lays out its
 // view. Data problems end up in the layout; only ByteSource errors (the raw
 // file could not be read) are returned.
+// check: see TfRecordLayoutBuilder (ignored under on_error=fail).
 Result<ViewLayout> LayoutTfRecordView(ByteSource& src, TfRecordCompression compression,
-                                      const ViewOptions& options, const std::string& decoder_name);
+                                      const ViewOptions& options, const std::string& decoder_name,
+                                      const JpegCheck& check = nullptr);
 
 // Lays out the .npy view of a JPEG file, reading only as much of its start
-// as the header needs.
+// as the header needs; with a check under on_error=skip, the whole file.
 Result<ViewLayout> LayoutJpegNpyView(ByteSource& src, const ViewOptions& options,
-                                     const std::string& decoder_name);
+                                     const std::string& decoder_name,
+                                     const JpegCheck& check = nullptr);
 
 std::string EncodeViewLayout(const ViewLayout& layout);
 Result<ViewLayout> DecodeViewLayout(std::string_view encoded);

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -247,6 +248,20 @@ BadDataset MixedDataset() {
   return d;
 }
 
+// The image/class/label of each record of a view, in order.
+std::vector<int64_t> LabelsOf(const std::string& out) {
+  MemoryByteSource view(out);
+  TfRecordReader reader(&view);
+  TfRecordExtent e;
+  std::string payload;
+  std::vector<int64_t> labels;
+  while (*reader.Next(&e, &payload)) {
+    labels.push_back(
+        FindFeature(*ParseExample(payload), "image/class/label")->int64_list().value(0));
+  }
+  return labels;
+}
+
 TEST(ViewLayoutTest, OnErrorSkipLeavesBadRecordsOut) {
   auto spec = ParseViewSpec("v:on_error=skip");
   auto decoder = NewCpuJpegDecoder();
@@ -262,15 +277,7 @@ TEST(ViewLayoutTest, OnErrorSkipLeavesBadRecordsOut) {
   EXPECT_NE(std::string::npos, layout->errors[5].message.find("bad data crc"));
   EXPECT_EQ(d.file.size() - 3, layout->errors.back().in_offset);
   std::string out = ProduceAll(*layout, PayloadsOfImages(d.file, *layout), spec->options, *decoder);
-  MemoryByteSource view(out);
-  TfRecordReader reader(&view);
-  TfRecordExtent e;
-  std::string payload;
-  std::vector<int64_t> labels;
-  while (*reader.Next(&e, &payload)) {
-    labels.push_back(
-        FindFeature(*ParseExample(payload), "image/class/label")->int64_list().value(0));
-  }
+  std::vector<int64_t> labels = LabelsOf(out);
   EXPECT_EQ((std::vector<int64_t>{0, 6, 8}), labels);
 }
 
@@ -319,6 +326,91 @@ TEST(ViewLayoutTest, CorruptScanDataFailsAtProductionNotLayout) {
   Status st = ProduceTfRecordViewRecord(layout->records[0], *ReadTfRecordAt(src, 0), options,
                                         *decoder, out.data(), out.size());
   EXPECT_EQ(EBADMSG, st.code()) << st.ToString();
+}
+
+// Under on_error=skip with a check, a record whose JPEG probes but does not
+// decode is left out like one that does not probe, errors stay in raw order
+// across check batches, and every JPEG is checked once; under fail the
+// check is not used.
+TEST(ViewLayoutTest, OnErrorSkipWithCheckLeavesOutWhatDoesNotDecode) {
+  std::string jpeg = EncodeTj(MakeImage(64, 48, 3), 64, 48, TJPF_RGB, TJSAMP_420);
+  auto info = ProbeJpeg(reinterpret_cast<const uint8_t*>(jpeg.data()), jpeg.size());
+  const std::string cut = jpeg.substr(0, info->header_size + (jpeg.size() - info->header_size) / 2);
+  const size_t n = 2 * TfRecordLayoutBuilder::kCheckBatch + 5;
+  const std::set<size_t> cut_at = {3, TfRecordLayoutBuilder::kCheckBatch - 1, 40, n - 1};
+  const size_t crc_bad = 41;
+  std::string file;
+  std::vector<uint64_t> offsets;
+  for (size_t i = 0; i < n; ++i) {
+    offsets.push_back(file.size());
+    std::string frame;
+    AppendTfRecord(ImageNetRecord(cut_at.count(i) ? cut : jpeg, int(i), 48, 64), &frame);
+    if (i == crc_bad) frame.back() ^= 1;
+    file += frame;
+  }
+  size_t checked = 0;
+  JpegCheck check = [&](const std::vector<std::string_view>& jpegs) {
+    EXPECT_LE(jpegs.size(), TfRecordLayoutBuilder::kCheckBatch);
+    std::vector<Status> st;
+    for (std::string_view j : jpegs) {
+      st.push_back(CheckJpegDecodes(reinterpret_cast<const uint8_t*>(j.data()), j.size()));
+    }
+    checked += jpegs.size();
+    return st;
+  };
+  auto decoder = NewCpuJpegDecoder();
+  MemoryByteSource src(file);
+  auto spec = ParseViewSpec("v:on_error=skip");
+  auto layout =
+      LayoutTfRecordView(src, TfRecordCompression::kNone, spec->options, decoder->name(), check);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_EQ(n - 1, checked);  // all but the record whose CRC is bad
+  ASSERT_EQ(n - cut_at.size() - 1, layout->records.size());
+  std::vector<uint64_t> want_errors;
+  for (size_t i = 0; i < n; ++i) {
+    if (cut_at.count(i) || i == crc_bad) want_errors.push_back(offsets[i]);
+  }
+  std::vector<uint64_t> got_errors;
+  for (const ViewError& e : layout->errors) got_errors.push_back(e.in_offset);
+  EXPECT_EQ(want_errors, got_errors);
+  EXPECT_EQ(EBADMSG, layout->errors[0].code);
+  // The view is the good records, in order, and every one produces.
+  std::string out = ProduceAll(*layout, PayloadsOfImages(file, *layout), spec->options, *decoder);
+  std::vector<int64_t> labels = LabelsOf(out);
+  std::vector<int64_t> want_labels;
+  for (size_t i = 0; i < n; ++i) {
+    if (!cut_at.count(i) && i != crc_bad) want_labels.push_back(int64_t(i));
+  }
+  EXPECT_EQ(want_labels, labels);
+
+  checked = 0;
+  auto failed =
+      LayoutTfRecordView(src, TfRecordCompression::kNone, ViewOptions{}, decoder->name(), check);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(0u, checked);
+  EXPECT_EQ(n, failed->records.size());
+  EXPECT_EQ(ViewRecordKind::kImage, failed->records[3].kind);  // fails when produced
+}
+
+// A JPEG file that does not decode is left out of a checked skip view.
+TEST(ViewLayoutTest, NpyViewUnderSkipIsCheckedWhole) {
+  std::string jpeg = EncodeTj(MakeImage(64, 48, 3), 64, 48, TJPF_RGB, TJSAMP_420);
+  const std::string cut = jpeg.substr(0, jpeg.size() - 100);
+  JpegCheck check = [](const std::vector<std::string_view>& jpegs) {
+    std::vector<Status> st;
+    for (std::string_view j : jpegs) {
+      st.push_back(CheckJpegDecodes(reinterpret_cast<const uint8_t*>(j.data()), j.size()));
+    }
+    return st;
+  };
+  auto spec = ParseViewSpec("v:on_error=skip");
+  MemoryByteSource good(jpeg), bad(cut);
+  EXPECT_TRUE(LayoutJpegNpyView(good, spec->options, "d", check).ok());
+  EXPECT_EQ(EBADMSG, LayoutJpegNpyView(bad, spec->options, "d", check).status().code());
+  EXPECT_TRUE(LayoutJpegNpyView(bad, spec->options, "d").ok());  // no check: not seen
+  auto fail = LayoutJpegNpyView(bad, ViewOptions{}, "d", check);
+  ASSERT_TRUE(fail.ok());
+  EXPECT_FALSE(fail->npy_failed());  // fail: found when produced
 }
 
 TEST(ViewLayoutTest, ChangedRawRecordIsDetected) {

@@ -108,6 +108,7 @@ nlohmann::json ViewMount::Stats() const {
   const ViewCounters& c = stats->counters;
   j["view_layouts_computed"] = c.layouts_computed.load();
   j["view_layouts_loaded"] = c.layouts_loaded.load();
+  j["view_images_checked"] = c.images_checked.load();
   j["view_records_decoded"] = c.records_decoded.load();
   j["view_images_decoded"] = c.images_decoded.load();
   j["view_decoded_bytes"] = c.decoded_bytes.load();

@@ -103,7 +103,9 @@ std::string ViewOptions::Fingerprint(const std::string& decoder_name) const {
   f += decode.dct == DctMethod::kFast ? ";dct=fast" : ";dct=accurate";
   f += decode.fancy_upsampling ? ";fancy=1" : ";fancy=0";
   f += ";feature=" + feature;
-  f += on_error == OnError::kFail ? ";on_error=fail" : ";on_error=skip";
+  // skip+check: its layouts leave out what does not decode (view_layout.h),
+  // so those stored before that was done are not used.
+  f += on_error == OnError::kFail ? ";on_error=fail" : ";on_error=skip+check";
   f += ";max_pixels=" + std::to_string(probe.max_pixels);
   f += probe.allow_arithmetic ? ";arith=1" : ";arith=0";
   f += ";decoder=" + decoder_name;

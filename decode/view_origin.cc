@@ -12,6 +12,7 @@
 
 #include "cache/worker_pool.h"
 #include "decode/cached_byte_source.h"
+#include "decode/cpu_jpeg_decoder.h"
 #include "decode/jpeg_probe.h"
 #include "decode/tfrecord.h"
 #include "decode/view_producer.h"
@@ -104,6 +105,8 @@ bool IsTfRecordKind(RawViewKind k) {
 // file (read through the cache) by decoding the records the range covers.
 class ViewFile final : public OriginFile {
  public:
+  // Produced bytes (a record, an image), in the pool's reused buffers.
+  using Bytes = OutputBuffers::Buffer;
   struct Parts {
     ObjectCache* cache = nullptr;
     ObjectCache::Opened raw;
@@ -144,6 +147,8 @@ class ViewFile final : public OriginFile {
     if (IsWorldError(why.code())) return why;
     if (p_.stats->errors.Add(p_.view_path, in_offset, why.message())) {
       p_.stats->counters.errors++;
+      LOG_WARN("view file '{}': raw offset {} does not decode ({}); reads of it fail with EIO",
+               p_.view_path, in_offset, why.message());
     }
     return Status::IOError(p_.view_path + ": offset " + std::to_string(in_offset) +
                            " does not decode: " + why.message());
@@ -161,7 +166,7 @@ class ViewFile final : public OriginFile {
       std::memset(buf, 0, len);  // CheckRead refuses every range of it
       return Status::OK();
     }
-    std::shared_ptr<const std::string> image;
+    std::shared_ptr<const Bytes> image;
     {
       std::lock_guard<std::mutex> g(mu_);
       image = npy_;
@@ -173,11 +178,14 @@ class ViewFile final : public OriginFile {
       }
       std::string jpeg(src_.size(), '\0');
       STOKER_RETURN_IF_ERROR(ReadExactly(src_, jpeg.data(), jpeg.size(), 0, "jpeg"));
-      auto out = std::make_shared<std::string>(l.size, '\0');
+      // A read of the whole file (one cache chunk) takes it straight in.
+      const bool whole = off == 0 && len == l.size;
+      std::shared_ptr<Bytes> out = whole ? nullptr : p_.pool->buffers().Take(l.size);
+      char* to = whole ? buf : out->data();
       std::vector<DecodePool::Job> jobs;
       jobs.push_back([&] {
-        return ProduceNpyView(l, jpeg, p_.options, *p_.decoder,
-                              reinterpret_cast<uint8_t*>(out->data()), out->size());
+        return ProduceNpyView(l, jpeg, p_.options, *p_.decoder, reinterpret_cast<uint8_t*>(to),
+                              l.size);
       });
       std::vector<Status> st = p_.pool->RunAll(CurrentDecodePriority(), std::move(jobs));
       if (!st[0].ok()) {
@@ -187,7 +195,8 @@ class ViewFile final : public OriginFile {
         return Status::OK();
       }
       p_.stats->counters.images_decoded++;
-      p_.stats->counters.decoded_bytes += out->size();
+      p_.stats->counters.decoded_bytes += l.size;
+      if (whole) return Status::OK();
       image = out;
     }
     std::memcpy(buf, image->data() + off, len);
@@ -248,9 +257,9 @@ class ViewFile final : public OriginFile {
   struct Pending {
     std::mutex mu;
     std::condition_variable cv;
-    bool done = false;                         // GUARDED_BY(mu)
-    Status status;                             // GUARDED_BY(mu): a failure of the world
-    std::shared_ptr<const std::string> bytes;  // GUARDED_BY(mu): null = reads as zeros
+    bool done = false;                   // GUARDED_BY(mu)
+    Status status;                       // GUARDED_BY(mu): a failure of the world
+    std::shared_ptr<const Bytes> bytes;  // GUARDED_BY(mu): null = reads as zeros
   };
 
   // Completes the Pendings of the records a read produces, whatever path
@@ -260,7 +269,7 @@ class ViewFile final : public OriginFile {
     explicit Producing(ViewFile* f) : f_(f) {}
     ~Producing() { Finish(Status::IOError("another read of this view file failed")); }
     void Add(size_t idx, std::shared_ptr<Pending> p) { mine_.emplace_back(idx, std::move(p)); }
-    void Set(size_t idx, std::shared_ptr<const std::string> bytes) { results_[idx] = bytes; }
+    void Set(size_t idx, std::shared_ptr<const Bytes> bytes) { results_[idx] = bytes; }
     void Finish(const Status& failed) {
       if (mine_.empty()) return;
       {
@@ -284,25 +293,35 @@ class ViewFile final : public OriginFile {
    private:
     ViewFile* const f_;
     std::vector<std::pair<size_t, std::shared_ptr<Pending>>> mine_;
-    std::map<size_t, std::shared_ptr<const std::string>> results_;
+    std::map<size_t, std::shared_ptr<const Bytes>> results_;
   };
 
   Status ReadTfRecord(char* buf, size_t len, uint64_t off) {
     const ViewLayout& l = *p_.layout;
     auto [first, last] = l.RecordsOverlapping(off, len);
-    std::vector<std::shared_ptr<const std::string>> produced(last - first);
+    const uint64_t end = off + len;
+    std::vector<std::shared_ptr<const Bytes>> produced(last - first);
+    // A record wholly inside this read is produced straight into buf (no
+    // buffer, no copy); only this read wants it (the cache reads each chunk
+    // once), so it is not offered to others. Records the read cuts go into
+    // a pooled buffer, offered to concurrent reads and kept for the next.
+    std::vector<char> direct(last - first, 0);
     std::vector<size_t> need;
     std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
     Producing producing(this);
     {
       std::lock_guard<std::mutex> g(mu_);
       for (size_t i = first; i < last; ++i) {
-        if (l.records[i].kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
+        const ViewRecord& r = l.records[i];
+        if (r.kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
         auto it = kept_.find(i);
         if (it != kept_.end()) {
           produced[i - first] = it->second;
         } else if (auto in = inflight_.find(i); in != inflight_.end()) {
           others.emplace_back(i, in->second);
+        } else if (r.out_offset >= off && r.out_end() <= end) {
+          need.push_back(i);
+          direct[i - first] = 1;
         } else {
           need.push_back(i);
           auto p = std::make_shared<Pending>();
@@ -318,32 +337,41 @@ class ViewFile final : public OriginFile {
         producing.Finish(raw);
         return raw;
       }
-      std::vector<std::shared_ptr<std::string>> outs(need.size());
+      std::vector<std::shared_ptr<Bytes>> outs(need.size());
       std::vector<DecodePool::Job> jobs;
       for (size_t k = 0; k < need.size(); ++k) {
         const ViewRecord* r = &l.records[need[k]];
-        outs[k] = std::make_shared<std::string>(r->out_size, '\0');
-        jobs.push_back([this, &payloads, &outs, k, r] {
+        char* to = buf + (r->out_offset - off);
+        if (!direct[need[k] - first]) {
+          outs[k] = p_.pool->buffers().Take(r->out_size);  // reused, not zeroed
+          to = outs[k]->data();
+        }
+        jobs.push_back([this, &payloads, k, r, to] {
           return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, *p_.decoder,
-                                           reinterpret_cast<uint8_t*>(outs[k]->data()),
-                                           outs[k]->size());
+                                           reinterpret_cast<uint8_t*>(to), r->out_size);
         });
       }
       std::vector<Status> st = p_.pool->RunAll(CurrentDecodePriority(), std::move(jobs));
       for (size_t k = 0; k < need.size(); ++k) {
+        const ViewRecord& r = l.records[need[k]];
         if (!st[k].ok()) {
           // Its neighbours in this chunk stay readable: the record reads as
           // zeros here, and its layout entry becomes kFailed (so EIO) first.
-          Status e = DataError(l.records[need[k]].in_offset, st[k]);
+          Status e = DataError(r.in_offset, st[k]);
           if (IsWorldError(st[k].code()) || !MarkFailed(need[k], st[k]).ok()) {
             producing.Finish(e);
             return e;
           }
-          producing.Set(need[k], nullptr);
+          if (direct[need[k] - first]) {
+            direct[need[k] - first] = 0;  // produced is null: zeros below
+          } else {
+            producing.Set(need[k], nullptr);
+          }
           continue;
         }
         p_.stats->counters.records_decoded++;
-        p_.stats->counters.decoded_bytes += outs[k]->size();
+        p_.stats->counters.decoded_bytes += r.out_size;
+        if (direct[need[k] - first]) continue;
         produced[need[k] - first] = outs[k];
         producing.Set(need[k], outs[k]);
       }
@@ -357,12 +385,15 @@ class ViewFile final : public OriginFile {
       if (!p->status.ok()) return p->status;
       produced[i - first] = p->bytes;  // null: failed for good, reads as zeros
     }
-    const uint64_t end = off + len;
     std::lock_guard<std::mutex> g(mu_);
     for (size_t i = first; i < last; ++i) {
       const ViewRecord& r = l.records[i];
       const uint64_t a = std::max(off, r.out_offset);
       const uint64_t b = std::min(end, r.out_end());
+      if (direct[i - first]) {
+        kept_.erase(i);
+        continue;  // already in place
+      }
       if (r.kind == ViewRecordKind::kFailed || produced[i - first] == nullptr) {
         std::memset(buf + (a - off), 0, b - a);
         continue;
@@ -387,9 +418,9 @@ class ViewFile final : public OriginFile {
   const Parts p_;
   CachedByteSource src_;
   std::mutex mu_;
-  std::map<size_t, std::shared_ptr<const std::string>> kept_;  // GUARDED_BY(mu_)
-  std::map<size_t, std::shared_ptr<Pending>> inflight_;        // GUARDED_BY(mu_)
-  std::shared_ptr<const std::string> npy_;                     // GUARDED_BY(mu_)
+  std::map<size_t, std::shared_ptr<const Bytes>> kept_;  // GUARDED_BY(mu_)
+  std::map<size_t, std::shared_ptr<Pending>> inflight_;  // GUARDED_BY(mu_)
+  std::shared_ptr<const Bytes> npy_;                     // GUARDED_BY(mu_)
   // Compressed files: where the last read's inflating stopped.
   std::mutex z_mu_;
   std::unique_ptr<CompressedTfRecordReader> z_;  // GUARDED_BY(z_mu_)
@@ -537,10 +568,26 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
   if (!layout) {
     CachedByteSource src(cache_, raw.file, id.size, &stats_->counters.raw_bytes_read);
     const std::string decoder = decoder_->name();
+    // Under skip every JPEG is checked to decode before it gets a place
+    // (view_layout.h): on the pool, at the priority of whoever waits.
+    JpegCheck check;
+    if (spec_.options.on_error == OnError::kSkip) {
+      check = [this](const std::vector<std::string_view>& jpegs) {
+        std::vector<DecodePool::Job> jobs;
+        for (std::string_view j : jpegs) {
+          jobs.push_back([j] {
+            return CheckJpegDecodes(reinterpret_cast<const uint8_t*>(j.data()), j.size());
+          });
+        }
+        std::vector<Status> st = pool_->RunAll(CurrentDecodePriority(), std::move(jobs));
+        stats_->counters.images_checked += jpegs.size();
+        return st;
+      };
+    }
     Result<ViewLayout> made =
         kind == RawViewKind::kJpeg
-            ? LayoutJpegNpyView(src, spec_.options, decoder)
-            : LayoutTfRecordView(src, CompressionOf(kind), spec_.options, decoder);
+            ? LayoutJpegNpyView(src, spec_.options, decoder, check)
+            : LayoutTfRecordView(src, CompressionOf(kind), spec_.options, decoder, check);
     if (!made.ok()) {
       if (IsWorldError(made.status().code())) return made.status();
       // on_error=skip and the JPEG does not decode: out of the view.

@@ -36,9 +36,13 @@
 // shares with good records can still be made and cached; CheckRead (which
 // fs/ calls before every read) answers EIO for any range that touches it.
 // A record that laid out but fails to decode (its entropy data is corrupt or
-// truncated) becomes kFailed the same way (MarkFailed), under both on_error
-// settings: its size was already given out, so it cannot be left out. Every
-// failure is counted and listed in ViewStats.
+// truncated) becomes kFailed the same way (MarkFailed). Under on_error=skip
+// that does not happen with the CPU decoder: the layout checks every JPEG
+// to decode first (CheckJpegDecodes on the pool) and leaves out those that
+// do not, so a size once given out never changes; what the check passes
+// and a view's own decoder still fails (a GPU view with fallback=none) is
+// kFailed as under fail. Every failure is counted, logged once and listed
+// in ViewStats.
 //
 // Thread-safety: all methods are thread-safe. Attach must be called once,
 // before the first Stat/Open of a file; the cache must outlive every call.

@@ -111,6 +111,9 @@ class ViewOriginTest : public ::testing::Test {
     if (views_.pool) views_.pool->Stop();
   }
 
+  // The body of RecordFailingAtDecodeBecomesFailedForGood.
+  void FailingRecordReadsEio(const std::vector<std::string>& payloads);
+
   Result<std::string> ReadAll(const std::string& path, size_t piece = 5000) {
     STOKER_ASSIGN_OR_RETURN(ObjectCache::Opened o, cache_->Open(path, false));
     std::string out;
@@ -346,13 +349,53 @@ TEST_F(ViewOriginTest, GzipTfRecordKeepsItsNameAndDecodes) {
   EXPECT_EQ(*got, want);
 }
 
-// A record that lays out (its header is fine) but does not decode (its scan
-// is cut short): it becomes kFailed in the stored layout and reads as EIO,
-// while the good records that share its cache chunks stay readable.
-TEST_F(ViewOriginTest, RecordFailingAtDecodeBecomesFailedForGood) {
+// A record whose header probes but whose scan is cut short, under
+// on_error=skip: the layout checked it and left it out, so the view is the
+// other records in order, its size never changes, and nothing reads EIO.
+TEST_F(ViewOriginTest, RecordFailingAtDecodeIsSkippedUnderSkip) {
   const std::string cut = Jpeg(120, 80, 8).substr(0, 900);
   const std::vector<std::string> payloads = {Record(Jpeg(64, 40, 1), 0), Record(cut, 1),
                                              Record(Jpeg(50, 30, 2), 2)};
+  const std::string shard = Shard(payloads);
+  WriteFile(dir_.Sub("origin/train/shard-0"), shard);
+  const std::string want = Expected(Shard({payloads[0], payloads[2]}), false, ViewOptions{});
+  for (int mount = 0; mount < 2; ++mount) {
+    Mount({"decoded:on_error=skip"});
+    auto st = views_.origin->Stat(".decoded/train/shard-0");
+    ASSERT_TRUE(st.ok()) << st.status().message();
+    EXPECT_EQ(static_cast<uint64_t>(st->st_size), want.size());
+    auto got = ReadAll(".decoded/train/shard-0", 3000);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(*got, want);
+    EXPECT_TRUE(views_.origin->CheckRead(".decoded/train/shard-0", 0, got->size()).ok());
+    EXPECT_EQ(counters().images_checked.load(), mount == 0 ? 3u : 0u);  // then from the index
+    EXPECT_EQ(counters().failed_reads.load(), 0u);
+  }
+  EXPECT_NE(views_.stats->errors.Text().find(".decoded/train/shard-0: offset " +
+                                             std::to_string(Shard({payloads[0]}).size())),
+            std::string::npos)
+      << views_.stats->errors.Text();
+}
+
+// The same record under on_error=fail: it becomes kFailed in the stored
+// layout and reads as EIO, while the good records that share its cache
+// chunks stay readable.
+// Small: all three records lie wholly inside one cache chunk, so each is
+// produced straight into the chunk, the failed one too.
+TEST_F(ViewOriginTest, RecordFailingAtDecodeBecomesFailedForGood) {
+  for (bool small : {false, true}) {
+    SCOPED_TRACE(small ? "small" : "large");
+    const std::string whole = Jpeg(30, 20, 8);
+    const std::string cut =
+        small ? whole.substr(0, whole.size() - 20) : Jpeg(120, 80, 8).substr(0, 900);
+    const std::vector<std::string> payloads = {
+        Record(small ? Jpeg(20, 12, 1) : Jpeg(64, 40, 1), 0), Record(cut, 1),
+        Record(small ? Jpeg(16, 10, 2) : Jpeg(50, 30, 2), 2)};
+    FailingRecordReadsEio(payloads);
+  }
+}
+
+void ViewOriginTest::FailingRecordReadsEio(const std::vector<std::string>& payloads) {
   const std::string shard = Shard(payloads);
   WriteFile(dir_.Sub("origin/train/shard-0"), shard);
   auto decoder = NewCpuJpegDecoder();
@@ -363,7 +406,7 @@ TEST_F(ViewOriginTest, RecordFailingAtDecodeBecomesFailedForGood) {
   ASSERT_EQ(l.records[1].kind, ViewRecordKind::kImage);  // the header probes fine
 
   for (int mount = 0; mount < 2; ++mount) {
-    Mount({"decoded:on_error=skip"});
+    Mount({"decoded:on_error=fail"});
     auto got = ReadAll(".decoded/train/shard-0", 3000);
     ASSERT_TRUE(got.ok()) << got.status().message();
     ASSERT_EQ(got->size(), l.size);

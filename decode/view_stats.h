@@ -30,6 +30,8 @@ struct ViewCounters {
   // Raw bytes the views read through the cache (to lay out and decode);
   // also counted in the cache's bytes_read.
   std::atomic<uint64_t> raw_bytes_read{0};
+  // JPEGs checked to decode while laying out on_error=skip views.
+  std::atomic<uint64_t> images_checked{0};
 };
 
 class ViewErrorList {

@@ -8,9 +8,12 @@ Skipped where tensorflow (tensorflow-cpu from PyPI) is not installed.
     dct_method='INTEGER_ACCURATE' against dct=accurate; colour and gray.
  3. np.load of .npy views equals tf.io.decode_jpeg of the original files.
  4. A dataset with bad records: on_error=skip yields the good ones only;
-    on_error=fail makes TensorFlow's read fail.
+    on_error=fail makes TensorFlow's read fail. Also a JPEG whose header is
+    fine but whose scan is cut short (it fails only when decoded): skip
+    leaves it out, fail reads EIO with a log line and a counted error.
 """
 
+import errno
 import io
 import os
 
@@ -112,4 +115,74 @@ def test_bad_records_skip_and_fail(mounts, bad_origin):  # noqa: F811
         assert tf.io.decode_raw(f["image/encoded"], tf.uint8).shape[0] == n
     with pytest.raises(tf.errors.OpError):
         records([m.mnt / ".fail" / "shard"])
+    assert lib.pid_alive(m.pid)
+
+
+def _decoded(d):
+    f = tf.io.parse_single_example(d, FEATURES)
+    img = tf.reshape(tf.io.decode_raw(f["image/encoded"], tf.uint8),
+                     tf.stack([f["image/height"], f["image/width"], f["image/channels"]]))
+    return int(f["image/class/label"]), img.numpy()
+
+
+@pytest.fixture
+def cut_scan_origin(tmp_path):
+    """A shard of 12 records, records 4 and 9 a JPEG whose scan is cut short
+    (its header probes fine; libjpeg fails mid-stream). Spans many chunks."""
+    root = tmp_path / "cutscan"
+    root.mkdir()
+    payloads, jpegs, offsets, pos = [], [], [], 0
+    for i in range(12):
+        img = vd.make_image(160 + 13 * i, 120 + 7 * i, "L" if i % 5 == 2 else "RGB", seed=70 + i)
+        jpeg = vd.jpeg_bytes(img, quality=90, subsampling=i % 3)
+        if i in (4, 9):
+            jpeg = jpeg[:len(jpeg) * 3 // 5]  # mid-stream: no EOI, scan incomplete
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                tf.io.decode_jpeg(jpeg)  # TensorFlow cannot decode it either
+        jpegs.append(jpeg)
+        payloads.append(vd.imagenet_example(jpeg, i, img.size[0], img.size[1], f"img{i}"))
+        offsets.append(pos)
+        pos += len(vd.tfrecord_frame(payloads[-1]))
+    vd.write_tfrecord(root / "shard", payloads)
+    return root, jpegs, offsets
+
+
+def test_cut_scan_is_skipped_under_skip(mounts, cut_scan_origin):
+    root, jpegs, offsets = cut_scan_origin
+    m = mounts.make(root, args=view_args("skip:on_error=skip"))
+    shard = m.mnt / ".skip" / "shard"
+    size = os.stat(shard).st_size
+    got = lib.with_deadline(records, [shard])
+    assert [_decoded(d)[0] for d in got] == [i for i in range(12) if i not in (4, 9)]
+    for d in got:
+        label, img = _decoded(d)
+        assert np.array_equal(img, tf.io.decode_jpeg(jpegs[label]).numpy()), label
+    # The size given out at the first stat was the size read; it never changes.
+    assert os.stat(shard).st_size == size == sum(len(vd.tfrecord_frame(d)) for d in got)
+    errors = read(m.mnt / ".stoker" / "errors").decode()
+    for i in (4, 9):
+        assert f".skip/shard: offset {offsets[i]}:" in errors, errors
+    s = m.stats()
+    assert s["view_errors"] >= 2 and s["view_failed_reads"] == 0
+    assert s["view_images_checked"] == 12
+    assert lib.pid_alive(m.pid)
+
+
+@pytest.mark.parametrize("view", ["fail:on_error=fail", "fail"])
+def test_cut_scan_reads_eio_under_fail(mounts, cut_scan_origin, view):
+    root, _, offsets = cut_scan_origin
+    m = mounts.make(root, args=view_args(view))
+    shard = m.mnt / ".fail" / "shard"
+    with pytest.raises(tf.errors.OpError):
+        lib.with_deadline(records, [shard])
+    with pytest.raises(OSError) as e:
+        read(shard)
+    assert e.value.errno == errno.EIO
+    errors = read(m.mnt / ".stoker" / "errors").decode()
+    assert f".fail/shard: offset {offsets[4]}:" in errors, errors
+    s = m.stats()
+    assert s["view_errors"] >= 1 and s["view_failed_reads"] >= 1
+    assert s["view_images_checked"] == 0
+    log = m.log_tail(400)
+    assert f"raw offset {offsets[4]} does not decode" in log, log
     assert lib.pid_alive(m.pid)
