@@ -1,12 +1,13 @@
 // ObjectCacheImpl: the ObjectCache of cache/object_cache.h, assembled from a
 // ChunkIndex, a ChunkStore, ResidentChunks, an EvictionPolicy + Quota, a
-// Fetcher and a WorkerPool. Private to cache/.
+// Fetcher, UnstoredChunks and a WorkerPool. Private to cache/.
 //
 // Files: object_cache.cc (open, revalidation, stats), cache_read.cc (reads),
 // cache_fetch.cc (misses, prefetch), cache_store.cc (writing and dropping
 // chunks), cache_background.cc (evictor, hit flush, drops, warm).
 //
-// Threads: FUSE threads call Open/Read; the pool fetches for prefetch and
+// Threads: FUSE threads call Open/Read, and store what a read fetched when
+// its ReadReply goes (after the reply); the pool fetches for prefetch and
 // warm; one evictor thread evicts, flushes batched hits, drops old versions
 // and re-measures the index; one warm thread walks directories.
 //
