@@ -18,9 +18,25 @@ constexpr uint64_t kMaxRunBytes = 8ull << 20;
 
 }  // namespace
 
+ObjectCacheImpl::DeferredStores::~DeferredStores() {
+  for (const auto& [idx, bytes] : chunks_) {
+    cache_->StoreChunk(v_, idx, bytes);
+    cache_->unstored_.Remove(ChunkKey{v_->key.object_id, v_->key.version, idx});
+  }
+}
+
+bool ObjectCacheImpl::DeferredStores::Defer(uint64_t idx, const ChunkBytes& bytes) {
+  if (!cache_->unstored_.Add(ChunkKey{v_->key.object_id, v_->key.version, idx}, bytes)) {
+    return false;
+  }
+  chunks_.emplace_back(idx, bytes);
+  return true;
+}
+
 Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
                                     const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
-                                    FetchTally* tally, Readahead* readahead, bool ahead) {
+                                    FetchTally* tally, Readahead* readahead, bool ahead,
+                                    DeferredStores* defer) {
   const size_t n = idx.size();
   out->assign(n, ChunkBytes{});
   std::vector<char> done(n, 0);
@@ -40,14 +56,15 @@ Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, Ori
     }
     if (!pending) return first_error;
     // A fetch that completed between our miss and our Join has stored the
-    // chunk already, or left it in this file's readahead (leaders do both
-    // before completing): use that, not the origin. A prefetch whose reader
-    // went past the chunk meanwhile gives it up.
+    // chunk already, or left it in this file's readahead or in unstored_
+    // (leaders do that before completing): use that, not the origin. A
+    // prefetch whose reader went past the chunk meanwhile gives it up.
     for (size_t i = 0; i < n; ++i) {
       if (!leader[i]) continue;
       ChunkKey key{v->key.object_id, v->key.version, idx[i]};
       std::optional<ChunkBytes> stored;
       if (readahead) stored = readahead->Get(idx[i]);
+      if (!stored) stored = unstored_.Get(key);
       if (!stored) stored = LoadStored(*v, idx[i]);
       if (stored) {
         (*out)[i] = *stored;
@@ -74,7 +91,7 @@ Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, Ori
         done[k] = 1;
         if (run.ok()) {
           const ChunkBytes& bytes = (*run)[k - i];
-          StoreChunk(v, idx[k], bytes);
+          if (defer == nullptr || !defer->Defer(idx[k], bytes)) StoreChunk(v, idx[k], bytes);
           // Held even when cached: eviction takes the newest chunks first,
           // which are just the ones fetched ahead of their reader.
           if (readahead) readahead->Put(idx[k], bytes, ReadaheadLimit());

@@ -118,6 +118,9 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
 
   auto keep = std::make_unique<PinKeepalive>();
   keep->resident = resident_;
+  // What this read fetches is stored once the reply is out (or at once on
+  // a failed read, when this goes).
+  auto deferred = std::make_unique<DeferredStores>(this, v);
   std::vector<char> from_fd(span.count, 0);
   std::vector<ChunkBytes> mem(span.count);
   std::vector<uint64_t> missing;
@@ -206,7 +209,8 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     }
     std::vector<ChunkBytes> fetched;
     FetchTally tally;
-    Status s = FetchChunks(v, *f.origin, to_fetch, &fetched, &tally, f.readahead.get());
+    Status s = FetchChunks(v, *f.origin, to_fetch, &fetched, &tally, f.readahead.get(),
+                           /*ahead=*/false, deferred.get());
     if (!s.ok()) {
       counters_.errors++;
       return s;
@@ -239,6 +243,7 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
   }
   seg.Flush();
   out->Keep(std::move(keep));
+  if (!deferred->empty()) out->Keep(std::move(deferred));
   counters_.bytes_read += span.len;
   counters_.cache_hit_bytes += hit_bytes;
   MaybePrefetch(f, span.off, end, span.first + span.count - 1);

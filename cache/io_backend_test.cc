@@ -293,6 +293,47 @@ TYPED_TEST(IoBackendConformance, NonBlockingFdStillReads) {
   EXPECT_TRUE(buf == data);
 }
 
+// io-wq workers that serve the calling thread's ring (named iou-wrk-TID).
+int IoWorkersOf(pid_t tid) {
+  const std::string want = "iou-wrk-" + std::to_string(tid);
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  while (struct dirent* de = readdir(d)) {
+    if (de->d_name[0] == '.') continue;
+    char comm[64] = {0};
+    std::string p = std::string("/proc/self/task/") + de->d_name + "/comm";
+    FILE* f = std::fopen(p.c_str(), "re");
+    if (f == nullptr) continue;  // exited meanwhile
+    if (std::fgets(comm, sizeof(comm), f) != nullptr && want + "\n" == comm) ++n;
+    std::fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+// A chunk write is one synchronous write: it must be done in the calling
+// thread. (io_uring hands a buffered write that ext4 cannot do without
+// blocking to an io-wq worker thread: two context switches per chunk.)
+TYPED_TEST(IoBackendConformance, WritesRunInTheCallingThread) {
+  const std::string data = Pattern(100 << 10, 12);
+  int fd = this->OpenFile(this->dir_.path() + "/w", O_RDWR | O_CREAT);
+  int workers = -1;
+  std::thread t([&] {  // a fresh thread: its own ring, no workers yet
+    for (int i = 0; i < 32; ++i) {
+      Status s =
+          this->io_->Write(fd, data.data(), data.size(), static_cast<off_t>(i) * data.size());
+      ASSERT_TRUE(s.ok()) << s.message();
+    }
+    workers = IoWorkersOf(static_cast<pid_t>(::gettid()));
+  });
+  t.join();
+  EXPECT_EQ(workers, 0);
+  std::string back(data.size(), '\0');
+  Result<size_t> n = this->io_->Read(fd, back.data(), back.size(), 31 * data.size());
+  ASSERT_TRUE(n.ok() && *n == data.size());
+  EXPECT_TRUE(back == data);
+}
+
 // A forked child (the daemon forks after start) must not submit to its
 // parent's rings.
 TYPED_TEST(IoBackendConformance, WorksInAForkedChild) {

@@ -21,6 +21,12 @@
 //   that the next open (pending-write records) or fsck reclaims.
 // - Segments of a ReadReply stay valid (eviction cannot punch them out)
 //   until the ReadReply is destroyed.
+// - A read that fetches from the origin is answered from the fetched bytes;
+//   storing them (data write, index records) is left to the ReadReply's
+//   destruction, which fs/ does after sending the reply: the cache write is
+//   off the reader's path. Until then, reads of those chunks get the same
+//   bytes, without a second origin read (CacheOptions::deferred_store_bytes
+//   bounds the bytes waiting; past it, chunks are stored before Read returns).
 // - If the origin cannot be reached (IsOriginUnavailable), cached chunks of
 //   the last known version keep being served; uncached ranges fail with EIO.
 // - No space (quota or cache filesystem full): data is served from the origin

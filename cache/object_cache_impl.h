@@ -1,12 +1,13 @@
 // ObjectCacheImpl: the ObjectCache of cache/object_cache.h, assembled from a
 // ChunkIndex, a ChunkStore, ResidentChunks, an EvictionPolicy + Quota, a
-// Fetcher and a WorkerPool. Private to cache/.
+// Fetcher, UnstoredChunks and a WorkerPool. Private to cache/.
 //
 // Files: object_cache.cc (open, revalidation, stats), cache_read.cc (reads),
 // cache_fetch.cc (misses, prefetch), cache_store.cc (writing and dropping
 // chunks), cache_background.cc (evictor, hit flush, drops, warm).
 //
-// Threads: FUSE threads call Open/Read; the pool fetches for prefetch and
+// Threads: FUSE threads call Open/Read, and store what a read fetched when
+// its ReadReply goes (after the reply); the pool fetches for prefetch and
 // warm; one evictor thread evicts, flushes batched hits, drops old versions
 // and re-measures the index; one warm thread walks directories.
 //
@@ -41,6 +42,7 @@
 #include "cache/io_backend.h"
 #include "cache/object_cache.h"
 #include "cache/resident_chunks.h"
+#include "cache/unstored_chunks.h"
 #include "cache/worker_pool.h"
 
 namespace stoker {
@@ -221,14 +223,33 @@ class ObjectCacheImpl final : public ObjectCache {
   void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
   Status ReclaimIntents();
 
+  // Chunks a reader fetched, stored when its ReadReply lets go of this (fs/:
+  // after the reply was sent), and held in unstored_ until then.
+  class DeferredStores : public ReadReply::Keepalive {
+   public:
+    DeferredStores(ObjectCacheImpl* cache, std::shared_ptr<ObjectVersion> v)
+        : cache_(cache), v_(std::move(v)) {}
+    ~DeferredStores() override;
+    // True if chunk idx's store was put off (it is in unstored_ now).
+    bool Defer(uint64_t idx, const ChunkBytes& bytes);
+    bool empty() const { return chunks_.empty(); }
+
+   private:
+    ObjectCacheImpl* const cache_;
+    const std::shared_ptr<ObjectVersion> v_;
+    std::vector<std::pair<uint64_t, ChunkBytes>> chunks_;
+  };
+
   // cache_fetch.cc
   // Fetches the listed chunks (ascending, not present) and stores them;
   // (*out)[i] is chunk idx[i]'s bytes. readahead: where the chunks this
   // call fetched are also kept (may be null). ahead: a prefetch, which gives
   // up chunks its reader has gone past (their (*out)[i] stays empty).
+  // defer: where stores may be put off to (null: stored before returning).
   Status FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
                      const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
-                     FetchTally* tally, Readahead* readahead = nullptr, bool ahead = false);
+                     FetchTally* tally, Readahead* readahead = nullptr, bool ahead = false,
+                     DeferredStores* defer = nullptr);
   Result<std::vector<ChunkBytes>> ReadRun(const ObjectVersion& v, OriginHandle& origin,
                                           uint64_t first, uint64_t n);
   // Whether file, another inode with v's size and mtime, holds v's bytes:
@@ -308,6 +329,8 @@ class ObjectCacheImpl final : public ObjectCache {
   Quota quota_;
   const std::shared_ptr<ResidentChunks> resident_ = std::make_shared<ResidentChunks>();
   Fetcher fetcher_;
+  // Fetched chunks whose store a reader's reply is waiting for.
+  UnstoredChunks unstored_{options_.deferred_store_bytes};
   // Memory all Readaheads may hold together.
   const std::shared_ptr<std::atomic<int64_t>> readahead_budget_ =
       std::make_shared<std::atomic<int64_t>>(256ll << 20);

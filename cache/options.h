@@ -49,6 +49,13 @@ struct CacheOptions {
   // Default: 65536.
   size_t max_object_entries = 65536;
 
+  // Bytes of chunks a reader fetched from the origin that may wait to be
+  // stored until its reply is sent (ObjectCache::Read): the cache write and
+  // index update are then off the reader's path. Past it, chunks are stored
+  // before the reply, as with 0. Crash: such chunks are not in the cache yet
+  // (as a fetch in flight); nothing is left behind. Default: 64 MiB.
+  uint64_t deferred_store_bytes = 64ull << 20;
+
   // Threads that fetch from the origin for prefetch and warm. Default: 4.
   int fetch_threads = 4;
 

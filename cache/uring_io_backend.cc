@@ -1,7 +1,9 @@
-// IoBackend over io_uring. Each thread that does I/O gets its own ring
-// (thread_local), so the many FUSE and fetch threads submit without sharing a
-// lock or a submission queue. A ring lives until its thread exits; after
-// fork() the child makes fresh rings instead of touching the parent's.
+// IoBackend over io_uring for reads (a batch of chunk checks goes to the
+// device at once); writes are pwrite (see Write). Each thread that does I/O
+// gets its own ring (thread_local), so the many FUSE and fetch threads submit
+// without sharing a lock or a submission queue. A ring lives until its thread
+// exits; after fork() the child makes fresh rings instead of touching the
+// parent's.
 #include <liburing.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -116,28 +118,24 @@ struct Req {
 // io_uring answers EAGAIN instead of waiting on an O_NONBLOCK fd (where the
 // filesystem cannot wait asynchronously, e.g. NFS); positional syscalls wait
 // on regular files whatever the flag, so they finish the request.
-void FinishWithSyscall(Req& r, bool write) {
+void FinishWithSyscall(Req& r) {
   while (r.done < r.len) {
     size_t n = std::min(r.len - r.done, kMaxSqeBytes);
-    ssize_t got = write ? ::pwrite(r.fd, r.buf + r.done, n, r.off + r.done)
-                        : ::pread(r.fd, r.buf + r.done, n, r.off + r.done);
+    ssize_t got = ::pread(r.fd, r.buf + r.done, n, r.off + r.done);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
       r.err = errno;
       return;
     }
-    if (got == 0) {
-      if (write) r.err = EIO;
-      return;
-    }
+    if (got == 0) return;
     r.done += static_cast<size_t>(got);
   }
 }
 
-// Runs every request through the ring with at most kQueueDepth in flight,
+// Runs every read through the ring with at most kQueueDepth in flight,
 // resubmitting the remainder of a short transfer until it completes, fails or
-// (reads) reaches end of file.
-void Run(io_uring* ring, Req* reqs, size_t n, bool write) {
+// reaches end of file.
+void Run(io_uring* ring, Req* reqs, size_t n) {
   size_t next = 0;
   std::vector<size_t> resubmit;
   unsigned inflight = 0;
@@ -157,11 +155,7 @@ void Run(io_uring* ring, Req* reqs, size_t n, bool write) {
       STOKER_CHECK(sqe != nullptr, "io_uring submission queue full below its depth");
       Req& r = reqs[i];
       unsigned chunk = static_cast<unsigned>(std::min(r.len - r.done, kMaxSqeBytes));
-      if (write) {
-        io_uring_prep_write(sqe, r.fd, r.buf + r.done, chunk, r.off + r.done);
-      } else {
-        io_uring_prep_read(sqe, r.fd, r.buf + r.done, chunk, r.off + r.done);
-      }
+      io_uring_prep_read(sqe, r.fd, r.buf + r.done, chunk, r.off + r.done);
       io_uring_sqe_set_data64(sqe, i);
       ++inflight;
     }
@@ -186,12 +180,10 @@ void Run(io_uring* ring, Req* reqs, size_t n, bool write) {
       if (res == -EINTR) {
         resubmit.push_back(&r - reqs);
       } else if (res == -EAGAIN) {
-        FinishWithSyscall(r, write);
+        FinishWithSyscall(r);
       } else if (res < 0) {
         r.err = -res;
-      } else if (res == 0) {
-        if (write) r.err = EIO;  // see SyscallIoBackend::Write
-      } else {
+      } else if (res > 0) {
         r.done += static_cast<size_t>(res);
         if (r.done < r.len) resubmit.push_back(&r - reqs);
       }
@@ -212,21 +204,17 @@ class UringIoBackend final : public IoBackend {
     io_uring* ring = Ring();
     if (ring == nullptr) return fallback_->Read(fd, buf, len, off);
     Req r{fd, static_cast<char*>(buf), len, static_cast<uint64_t>(off)};
-    Run(ring, &r, 1, /*write=*/false);
+    Run(ring, &r, 1);
     if (r.err != 0) return IoErrorStatus(r.err, "read", fd, r.off + r.done);
     return r.done;
   }
 
+  // One write at a time gains nothing from a ring, and costs a context
+  // switch where the filesystem cannot write buffered without blocking
+  // (ext4): io_uring hands such a write to an io-wq worker thread. pwrite
+  // does it in the calling thread.
   Status Write(int fd, const void* buf, size_t len, off_t off) override {
-    if (off < 0) return IoErrorStatus(EINVAL, "write", fd, 0);
-    if (len == 0) return Status::OK();
-    io_uring* ring = Ring();
-    if (ring == nullptr) return fallback_->Write(fd, buf, len, off);
-    // io_uring does not write through the pointer; the cast only shares Req.
-    Req r{fd, const_cast<char*>(static_cast<const char*>(buf)), len, static_cast<uint64_t>(off)};
-    Run(ring, &r, 1, /*write=*/true);
-    if (r.err != 0) return IoErrorStatus(r.err, "write", fd, r.off + r.done);
-    return Status::OK();
+    return fallback_->Write(fd, buf, len, off);
   }
 
   void ReadBatch(std::vector<ReadOp>& ops) override {
@@ -239,7 +227,7 @@ class UringIoBackend final : public IoBackend {
       reqs.push_back(Req{op.fd, static_cast<char*>(op.buf), op.off < 0 ? 0 : op.len,
                          static_cast<uint64_t>(op.off), 0, op.off < 0 ? EINVAL : 0});
     }
-    Run(ring, reqs.data(), reqs.size(), /*write=*/false);
+    Run(ring, reqs.data(), reqs.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       const Req& r = reqs[i];
       ops[i].done = r.err ? 0 : r.done;

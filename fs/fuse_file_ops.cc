@@ -227,7 +227,8 @@ void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_
       }
     }
     reply.Data(v.bufv);
-    // `data` (and the pins it holds) goes only now, after the splice.
+    // `data` (and the pins it holds) goes only now, after the splice; it
+    // stores what this read fetched, once the reader has its bytes.
   });
 }
 
