@@ -2,9 +2,9 @@
 // is produced into, reused from one production to the next. A fresh buffer
 // of a few hundred KiB is new pages that the kernel faults in and zeroes
 // (and a std::string zeroes again); in epoch 1 of a view, faulting and
-// zeroing were about 16% of the daemon's CPU (perf, 800 500x375 images). A buffer goes back to the pool when its last holder
-// lets go: once its bytes were copied into the cache's run (and the record
-// is no longer kept for the next read of its file).
+// zeroing were about 16% of the daemon's CPU (perf, 800 500x375 images). A buffer goes back to the
+// pool when its last holder lets go: once its bytes were copied into the cache's run (and the
+// record is no longer kept for the next read of its file).
 //
 // Contract: Take(len) gives at least len writable bytes of undefined
 // content (the producers write every byte). Requests are rounded up to a
