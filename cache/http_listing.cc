@@ -91,6 +91,9 @@ Result<std::vector<RemoteEntry>> ParseAutoindexHtml(const std::string& body) {
         return Status::Corruption("autoindex HTML: no exact size for '" + name +
                                   "' (autoindex_exact_size must be on)");
       }
+      if (size.size() > 19) {  // more than 64 bits (std::stoull would throw)
+        return Status::Corruption("autoindex HTML: size of '" + name + "' is too large");
+      }
       e.size = std::stoull(size);
     }
     out.push_back(std::move(e));

@@ -55,6 +55,19 @@ TEST(AutoindexTest, HtmlWithoutExactSizesIsRefused) {
             EBADMSG);
 }
 
+// Found by remote_listing_fuzz (hostile-input part): a size of more than 64
+// bits made std::stoull throw, which would have ended the daemon.
+TEST(AutoindexTest, HtmlSizeBeyond64BitsIsRefused) {
+  EXPECT_EQ(ParseAutoindexHtml("<a href=\"f\">f</a> 03-Dec-2026 12:00  184467440737095516160\n")
+                .status()
+                .code(),
+            EBADMSG);
+  Result<std::vector<RemoteEntry>> max =
+      ParseAutoindexHtml("<a href=\"f\">f</a> 03-Dec-2026 12:00  9999999999999999999\n");
+  ASSERT_TRUE(max.ok()) << max.status().message();
+  EXPECT_EQ((*max)[0].size, 9999999999999999999ull);
+}
+
 TEST(ManifestTest, BuildsTheTree) {
   Result<Manifest> m = Manifest::Parse(
       "# comment\n\ntrain/shard 0.tfrecord 100\n/train/shard-1 200\r\n./val/x/y 0\ntop 5\n");
