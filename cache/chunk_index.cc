@@ -157,8 +157,16 @@ Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
   rocksdb::Status s = db->Get(rocksdb::ReadOptions(), kMetaKey, &value);
   IndexMeta meta;
   if (s.IsNotFound()) {
-    // Only a damaged index lacks it (its WAL lost, say): a new one is made
-    // with it.
+    // A new index, or one cut by a power loss between RocksDB's create and
+    // the synced Put below: either holds no record at all and is started
+    // with its meta record. One with records but no meta record is damaged
+    // (its usage and clock are lost).
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    it->SeekToFirst();
+    if (it->Valid()) return Damaged(options.path, "it has records but no meta record");
+    if (IsDamage(it->status())) return Damaged(options.path, it->status().ToString());
+    STOKER_RETURN_IF_ERROR(FromRocks(it->status(), "read index"));
+    it.reset();
     if (options.chunk_size_if_new == 0) return Damaged(options.path, "it has no meta record");
     meta.chunk_size = options.chunk_size_if_new;
     // Synced, unlike every later write: an index that exists without its

@@ -47,9 +47,13 @@ class ChunkIndex {
   };
   // Opens (creating if allowed). The meta record is read back as stored; a
   // caller wanting another chunk size compares meta().chunk_size and wipes.
+  // An index without any record (new, or cut by a power loss before its
+  // meta record was synced) gets its meta record from chunk_size_if_new
+  // (created() is then true); with chunk_size_if_new 0 it is damaged.
   // A damaged index is EBADMSG, naming the damage: a corrupt file, a
   // MANIFEST or CURRENT missing while the rest is there, an undecodable meta
-  // record. Failures of the world keep their codes (ENOSPC, EACCES, EIO...).
+  // record, records without a meta record. Failures of the world keep their codes (ENOSPC, EACCES,
+  // EIO...).
   static Result<std::unique_ptr<ChunkIndex>> Open(const Options& options);
   // Rebuilds a damaged index at path in place from what is left of it
   // (RocksDB's RepairDB: every record it can still read from the SST and

@@ -3,6 +3,7 @@
 #include "cache/chunk_index.h"
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
 #include "cache/cache_test_util.h"
 
@@ -13,6 +14,14 @@ using testing::ScratchDir;
 
 class ChunkIndexTest : public ::testing::Test {
  protected:
+  // Deletes the meta record of the closed index (ChunkIndex's own close
+  // would write it again).
+  void DeleteMeta() {
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.Sub("index"), &db).ok());
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), kMetaKey).ok());
+    delete db;
+  }
   std::unique_ptr<ChunkIndex> OpenIndex(uint64_t chunk_size = 65536) {
     ChunkIndex::Options o;
     o.path = dir_.Sub("index");
@@ -160,6 +169,35 @@ TEST_F(ChunkIndexTest, KeepsItsChunkSize) {
   auto idx = OpenIndex(1 << 20);
   EXPECT_EQ(idx->meta().chunk_size, 65536u) << "the caller decides to wipe";
   EXPECT_GT(ChunkIndex::DiskBytes(dir_.Sub("index")), 0u);
+}
+
+// A power loss between RocksDB's create and the synced meta record leaves
+// an index with no record at all: it is a new index. One that holds records
+// but lost its meta record is damaged, not silently started at usage 0.
+TEST_F(ChunkIndexTest, AnIndexWithoutItsMetaRecord) {
+  ChunkIndex::Options o;
+  o.path = dir_.Sub("index");
+  o.write_buffer_bytes = 1 << 20;
+  { auto idx = OpenIndex(); }
+  DeleteMeta();
+  o.chunk_size_if_new = 0;  // as fsck opens it
+  auto r = ChunkIndex::Open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EBADMSG);
+  EXPECT_NE(r.status().message().find("no meta record"), std::string::npos);
+  {
+    auto idx = OpenIndex(1 << 20);
+    EXPECT_TRUE(idx->created());
+    EXPECT_EQ(idx->meta().chunk_size, uint64_t{1} << 20);
+    ASSERT_TRUE(idx->CommitChunk({1, 1, 0}, Rec(10, 1)).ok());
+  }
+  DeleteMeta();
+  o.chunk_size_if_new = 65536;
+  r = ChunkIndex::Open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EBADMSG);
+  EXPECT_NE(r.status().message().find("records but no meta record"), std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

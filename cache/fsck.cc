@@ -427,6 +427,16 @@ class Fsck {
   IndexMeta before_;
 };
 
+// True if no regular file is under path (or there is no path).
+bool NoRegularFiles(const std::string& path) {
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(path, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->is_regular_file(ec)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<FsckReport> CheckCache(const std::string& dir, bool repair) {
@@ -435,6 +445,14 @@ Result<FsckReport> CheckCache(const std::string& dir, bool repair) {
   std::string index_path = dir + "/index";
   if (::stat(index_path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Status::Invalid("'" + dir + "' is not a stoker cache directory (no index/)");
+  }
+  // An empty index/ and no data file (left by a reset below, or by a mount
+  // that stopped before RocksDB made its files): nothing is cached, nothing
+  // to check.
+  std::error_code empty_ec;
+  if (std::filesystem::is_empty(index_path, empty_ec) && !empty_ec &&
+      NoRegularFiles(dir + "/data")) {
+    return FsckReport{};
   }
   ChunkIndex::Options o;
   o.path = index_path;

@@ -233,6 +233,60 @@ TEST_F(IndexDamageTest, ADeletedIndexDirStartsEmptyAndSaysSo) {
   EXPECT_TRUE(ReadAll(*c, "a") == Pattern(3 * kCs + 5, 1));
 }
 
+// A power loss between RocksDB's create of a new index and the synced Put
+// of its meta record leaves an index with no record at all: fsck reports it,
+// and a mount starts it empty with one line (no data file can belong to it).
+TEST_F(IndexDamageTest, AnIndexCutBeforeItsMetaRecordStartsEmptyAndSaysSo) {
+  for (const char* sub : {"/index", "/data"}) std::filesystem::remove_all(options_.dir + sub);
+  rocksdb::Options ro;
+  ro.create_if_missing = true;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(ro, options_.dir + "/index", &db).ok());
+  delete db;
+
+  FsckReport r = Check(false);
+  EXPECT_FALSE(r.clean());
+  EXPECT_NE(r.index_damage.find("no meta record"), std::string::npos) << r.ToJson().dump(1);
+
+  {
+    auto c = OpenCache();
+    EXPECT_EQ(c->Stats()["fresh_start"],
+              "its index held no record, not even its meta record (a new index cut short)");
+    EXPECT_TRUE(ReadAll(*c, "a") == Pattern(3 * kCs + 5, 1));
+  }
+  FsckReport after = Check(false);
+  EXPECT_TRUE(after.clean()) << after.ToJson().dump(1);
+}
+
+// Records without a meta record: usage and clock are lost, so the index is
+// damaged (not restarted at usage 0 under its old records); repair leaves a
+// cache that checks clean and serves the right bytes.
+TEST_F(IndexDamageTest, RecordsWithoutTheMetaRecordAreDamage) {
+  {
+    rocksdb::DB* db = nullptr;  // the index's own close would write its meta record again
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), options_.dir + "/index", &db).ok());
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), kMetaKey).ok());
+    delete db;
+  }
+  auto refused = ObjectCache::Open(options_, origin_ptr_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), EBADMSG);
+  EXPECT_NE(refused.status().message().find("records but no meta record"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("stoker fsck --repair"), std::string::npos);
+
+  FsckReport r = Check(false);
+  EXPECT_FALSE(r.clean());
+  EXPECT_NE(r.index_damage.find("no meta record"), std::string::npos) << r.ToJson().dump(1);
+  FsckReport fixed = Check(true);
+  EXPECT_FALSE(fixed.index_repair.empty()) << fixed.ToJson().dump(1);
+  auto after = CheckCache(options_.dir, false);
+  ASSERT_TRUE(after.ok()) << "fsck cannot check the repaired cache: " << after.status().message();
+  EXPECT_TRUE(after->clean()) << after->ToJson().dump(1);
+  auto c = OpenCache();
+  EXPECT_TRUE(ReadAll(*c, "a") == Pattern(3 * kCs + 5, 1));
+}
+
 TEST_F(FsckTest, AnInterruptedVersionDropIsFinishedByRepair) {
   {
     auto idx = Index();

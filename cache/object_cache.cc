@@ -1,5 +1,6 @@
 // ObjectCache: opening a cache directory, revalidating opens, stats.
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <ctime>
 #include <filesystem>
@@ -166,6 +167,8 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
     return Status::Error(
         EBADMSG, "cache " + msg + "; run 'stoker fsck --repair " + options.dir + "' to rebuild it");
   };
+  struct stat current;
+  const bool had_index = ::stat((io_opts.path + "/CURRENT").c_str(), &current) == 0;
   auto index = ChunkIndex::Open(io_opts);
   if (!index.ok() && index.status().code() == EBADMSG) return damaged(index.status().message());
   if (index.ok() && index.value()->meta().chunk_size != options.chunk_size) {
@@ -182,6 +185,8 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
     if (files > 0) {
       p.fresh_start = "its index was missing; removed " + std::to_string(files) + " data files";
       STOKER_RETURN_IF_ERROR(Wipe(options.dir, {"/data"}));
+    } else if (had_index) {
+      p.fresh_start = "its index held no record, not even its meta record (a new index cut short)";
     }
   }
   if (!index.ok()) return index.status();

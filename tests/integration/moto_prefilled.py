@@ -2,11 +2,15 @@
 in its own process before it serves: putting 100k objects through the HTTP
 API takes minutes, putting them into moto's backend takes seconds.
 
-    python3 moto_prefilled.py HOST PORT BUCKET PREFIX COUNT
+    python3 moto_prefilled.py HOST PORT BUCKET PREFIX COUNT [DIR]
 
 Keys are PREFIX/k000000 ... (six digits, COUNT of them), each holding its
-number and a newline. Prints "ready" once it serves; runs until killed.
+number and a newline, and PREFIX/PATH with the bytes of each file DIR/PATH
+(a server that comes back after a crash with what it held, as S3 does).
+Prints "ready" once it serves; runs until killed.
 """
+
+import os
 
 import signal
 import sys
@@ -22,6 +26,13 @@ def main():
     backend.create_bucket(bucket, "us-east-1")
     for i in range(int(count)):
         backend.put_object(bucket, f"{prefix}/k{i:06d}", b"%d\n" % i)
+    if len(sys.argv) > 6:
+        root = sys.argv[6]
+        for dirpath, _, names in os.walk(root):
+            for n in names:
+                path = os.path.join(dirpath, n)
+                with open(path, "rb") as f:
+                    backend.put_object(bucket, f"{prefix}/{os.path.relpath(path, root)}", f.read())
     server = ThreadedMotoServer(ip_address=host, port=int(port), verbose=False)
     server.start()
     print("ready", flush=True)

@@ -190,16 +190,19 @@ class Moto(Server):
 
 class PrefilledMoto(Moto):
     """moto's S3 server whose bucket holds `count` objects PREFIX/k000000...
-    before it starts serving (see moto_prefilled.py)."""
+    and the files under from_dir (as PREFIX/PATH, read at each start) before
+    it starts serving (see moto_prefilled.py)."""
 
-    def __init__(self, workdir, bucket, prefix, count, port=None):
+    def __init__(self, workdir, bucket, prefix, count, port=None, from_dir=None):
         super().__init__(workdir, port)
         self.bucket, self.prefix, self.count = bucket, prefix, count
+        self.from_dir = from_dir
         self.start_timeout = START_TIMEOUT + count // 1000  # ~0.15 ms a key, ten times over
 
     def argv(self):
         return [sys.executable, str(Path(__file__).with_name("moto_prefilled.py")), self.host,
-                str(self.port), self.bucket, self.prefix, str(self.count)]
+                str(self.port), self.bucket, self.prefix, str(self.count),
+                *([str(self.from_dir)] if self.from_dir else [])]
 
 
 @contextlib.contextmanager

@@ -11,10 +11,7 @@ Proves: whatever subset of the cache's writes (data files, RocksDB WAL,
 SST, MANIFEST) survived the cut, the cache never serves a wrong byte, fsck
 can always check it, and a remount works."""
 
-import os
 import random
-import signal
-import time
 
 import rel
 from rel import ARGS, MIB, lib
@@ -36,18 +33,9 @@ def power_cut(tally, scratch, quick, seed):
     repairs = 0
     for cycle in range(1, cycles + 1):
         tally.add(cases=1)
-        readers = rel.Readers(tally, origin, m.mnt, rels, 6, seed=cycle).start()
-        delay = rng.uniform(0.1, 3.0)
-        time.sleep(delay)
-        readers.expect_errors.set()
-        rel.shutdown_fs(disk)  # the disk loses what it had not made durable
-        os.kill(m.pid, signal.SIGKILL)
-        lib.wait_until(lambda: not lib.pid_alive(m.pid), 30, what="daemon death after the cut")
-        tally.add(faults=1)
-        stuck = readers.finish(timeout=60)
-        if stuck:
-            tally.add(hangs=1)
-            tally.say(f"HANG: readers {stuck} still blocked 60s after the cut")
+        # The disk loses what it had not made durable, then the daemon dies.
+        delay = rel.kill_under_readers(tally, m, origin, rels, cycle, rng, 3.0,
+                                       before_kill=lambda: rel.shutdown_fs(disk), what="the cut")
         # "Reboot": the FUSE mount is stale, the cache filesystem is
         # unmounted and mounted again, replaying its journal.
         lib.lazy_unmount(m.mnt)

@@ -14,6 +14,7 @@ import fcntl
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -72,12 +73,14 @@ class Tally:
 class Scratch:
     """A part's temporary directory. cleanup() lazily unmounts every mount
     under it (FUSE, loop, tmpfs), kills stoker daemons that name a path in
-    it, detaches loop devices it set up, and removes it."""
+    it, detaches loop devices it set up, runs the part's finalizers (which
+    stop the servers it started), and removes it."""
 
     def __init__(self, name):
         self.root = Path(tempfile.mkdtemp(prefix=f"stoker-rel-{name}-"))
         self.mounts = []
         self.loops = []
+        self.finalizers = []  # callables, run last-in first-out; each may raise
 
     def path(self, *parts):
         p = self.root.joinpath(*parts)
@@ -104,6 +107,11 @@ class Scratch:
                 subprocess.run(["umount", "-l", mp], capture_output=True, timeout=30)
         for dev in self.loops:
             subprocess.run(["losetup", "-d", dev], capture_output=True, timeout=30)
+        for fn in reversed(self.finalizers):
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - the rest must still be cleaned up
+                print(f"  cleanup: {fn}: {e}", flush=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -289,6 +297,27 @@ class Readers:
             if t.is_alive():
                 stuck.append(t.name)
         return stuck
+
+
+def kill_under_readers(tally, m, origin, rels, seed, rng, max_delay, before_kill=None,
+                       what="kill -9"):
+    """6 comparing readers over rels; after a random delay (up to
+    max_delay s) before_kill() if given, then SIGKILL of m's daemon; checks
+    every reader returns (else a hang). Returns the delay."""
+    readers = Readers(tally, origin, m.mnt, rels, 6, seed=seed).start()
+    delay = rng.uniform(0.1, max_delay)
+    threading.Event().wait(delay)
+    readers.expect_errors.set()
+    if before_kill:
+        before_kill()
+    os.kill(m.pid, signal.SIGKILL)
+    lib.wait_until(lambda: not lib.pid_alive(m.pid), 30, what=f"daemon death after {what}")
+    tally.add(faults=1)
+    stuck = readers.finish(timeout=60)
+    if stuck:
+        tally.add(hangs=1)
+        tally.say(f"HANG: readers {stuck} still blocked 60s after {what}")
+    return delay
 
 
 def fsck_json(cache):
