@@ -6,6 +6,7 @@ until the proxy stops. It counts the requests it saw per path, so that
 a test can tell a retried request from one that was not.
 """
 
+import contextlib
 import http.client
 import http.server
 import re
@@ -121,3 +122,13 @@ class FaultProxy:
         self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def running(port):
+    """A FaultProxy in front of 127.0.0.1:port, stopped on leaving."""
+    p = FaultProxy(port).start()
+    try:
+        yield p
+    finally:
+        p.stop()

@@ -283,12 +283,9 @@ def test_bad_manifest_is_refused(stoker_bin, nginx, tmp_path):
 
 @pytest.fixture
 def proxy(nginx):
-    from fault_proxy import FaultProxy
-    p = FaultProxy(nginx.port).start()
-    try:
+    from fault_proxy import running
+    with running(nginx.port) as p:
         yield p
-    finally:
-        p.stop()
 
 
 def test_5xx_and_429_are_retried(mounts, proxy, tree):

@@ -38,12 +38,9 @@ def moto(tmp_path_factory):
 
 @pytest.fixture
 def proxy(moto):
-    from fault_proxy import FaultProxy
-    p = FaultProxy(moto.port).start()
-    try:
+    from fault_proxy import running
+    with running(moto.port) as p:
         yield p
-    finally:
-        p.stop()
 
 
 def test_prefix_with_many_keys_lists_completely(mounts, proxy):

@@ -336,12 +336,9 @@ ACCESS_DENIED = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDeni
 
 @pytest.fixture
 def proxy(moto):
-    from fault_proxy import FaultProxy
-    p = FaultProxy(moto.port).start()
-    try:
+    from fault_proxy import running
+    with running(moto.port) as p:
         yield p
-    finally:
-        p.stop()
 
 
 def test_slow_down_and_5xx_are_retried(mounts, proxy, objs):
