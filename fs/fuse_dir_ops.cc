@@ -43,7 +43,7 @@ Result<std::unique_ptr<DirHandle>> Snapshot(FsContext& fs, fuse_ino_t ino) {
   return h;
 }
 
-void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi,
+void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                    bool plus) {
   Reply reply(req, plus ? "readdirplus" : "readdir");
   // Taken now: libfuse frees req with its reply, which RunOp may have sent
@@ -52,7 +52,15 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, f
   std::vector<uint64_t> counted;  // lookups taken for entries in this reply
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
-    HandleSet<DirHandle>::Use h(reinterpret_cast<DirHandle*>(fi->fh));
+    // A predecessor's handle (--supervise) is listed again: its offsets
+    // hold as long as the directory did not change meanwhile.
+    Result<DirHandle*> handle =
+        HandleOf(fs, fs.dirs, fs.adopted_dirs, fi->fh, [&] { return Snapshot(fs, ino); });
+    if (!handle.ok()) {
+      reply.Err(ErrnoFor(handle.status()));
+      return;
+    }
+    HandleSet<DirHandle>::Use h(*handle);
     if (off < 0) {
       reply.Err(EINVAL);
       return;
@@ -124,7 +132,7 @@ void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       return;
     }
     DirHandle* raw = fs.dirs.Add(std::move(h).value());
-    fi->fh = reinterpret_cast<uint64_t>(raw);
+    fi->fh = FhOf(fs, raw);
     if (!reply.Open(*fi)) fs.dirs.Release(raw);  // no releasedir will come
   });
 }
@@ -140,7 +148,8 @@ void ReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fi
 void ReleaseDir(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   Reply reply(req, "releasedir");
   RunOp(reply, [&] {
-    Ctx(req).dirs.Release(reinterpret_cast<DirHandle*>(fi->fh));
+    FsContext& fs = Ctx(req);
+    ReleaseHandle(fs, fs.dirs, fs.adopted_dirs, fi->fh);
     reply.Err(0);
   });
 }

@@ -87,6 +87,51 @@ const char* Gather(const std::vector<ReadSegment>& segs, size_t total) {
   return buf.get();
 }
 
+// A new handle on node ino. ESTALE if the node serves another version than
+// the origin's now (see Open).
+Result<std::unique_ptr<FileHandle>> OpenNode(FsContext& fs, fuse_ino_t ino, bool* keep_cache) {
+  auto h = std::make_unique<FileHandle>();
+  *keep_cache = false;
+  if (ControlFiles::IsVirtual(ino)) {
+    if (fs.control->IsDir(ino)) return Status::Error(EISDIR, "is a directory");
+    h->is_virtual = true;
+    h->content = std::make_shared<const std::string>(fs.control->Snapshot(ino));
+    return h;
+  }
+  STOKER_ASSIGN_OR_RETURN(const std::string path, fs.inodes.Path(ino));
+  STOKER_ASSIGN_OR_RETURN(ObjectCache::Opened opened, fs.cache->Open(path, false));
+  // One version per kernel inode (see InodeTable): a node that served
+  // another version is retired, and ESTALE makes the kernel look the name
+  // up again, which gives it a new node for this version.
+  Result<bool> bound = fs.inodes.BindVersion(ino, opened.content_tag);
+  if (!bound.ok() || !*bound) {
+    LOG_DEBUG("open of node {} ('{}'): its version changed; ESTALE for a new node", ino, path);
+    return Status::Error(ESTALE, "the node's version changed");
+  }
+  h->file = std::move(opened.file);
+  if (fs.origin->IsDerived(path)) h->derived_path = path;
+  *keep_cache = opened.keep_cache;
+  // Attributes and other opens' pages of this inode are stale. Not from
+  // here: the kernel may hold the inode's locks until we reply.
+  if (opened.changed && fs.notifier != nullptr) fs.notifier->Invalidate(ino);
+  return h;
+}
+
+// The handle of a read: ours, or (after a restart under --supervise) the
+// node opened again for a predecessor's fh. That must be the version the
+// node served: if it is gone, the read fails rather than mix versions.
+Result<FileHandle*> FileOf(FsContext& fs, fuse_ino_t ino, uint64_t fh) {
+  return HandleOf(fs, fs.files, fs.adopted_files, fh, [&]() -> Result<std::unique_ptr<FileHandle>> {
+    bool keep_cache = false;
+    Result<std::unique_ptr<FileHandle>> h = OpenNode(fs, ino, &keep_cache);
+    if (!h.ok() && h.status().code() == ESTALE) {
+      return Status::Error(EIO, "the version a restarted handle read is gone");
+    }
+    if (h.ok()) LOG_INFO("adopted a file handle of node {} after a restart", ino);
+    return h;
+  });
+}
+
 }  // namespace
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -97,55 +142,31 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       reply.Err(EROFS);
       return;
     }
-    auto h = std::make_unique<FileHandle>();
-    if (ControlFiles::IsVirtual(ino)) {
-      if (fs.control->IsDir(ino)) {
-        reply.Err(EISDIR);
-        return;
-      }
-      h->is_virtual = true;
-      h->content = std::make_shared<const std::string>(fs.control->Snapshot(ino));
-      fi->direct_io = 1;  // getattr says size 0; reads must still reach us
-      fi->keep_cache = 0;
-    } else {
-      Result<std::string> path = fs.inodes.Path(ino);
-      if (!path.ok()) {
-        reply.Err(ErrnoFor(path.status()));
-        return;
-      }
-      Result<ObjectCache::Opened> opened = fs.cache->Open(*path, false);
-      if (!opened.ok()) {
-        reply.Err(ErrnoFor(opened.status()));
-        return;
-      }
-      // One version per kernel inode (see InodeTable): a node that served
-      // another version is retired, and ESTALE makes the kernel look the
-      // name up again, which gives it a new node for this version.
-      Result<bool> bound = fs.inodes.BindVersion(ino, opened->content_tag);
-      if (!bound.ok() || !*bound) {
-        LOG_DEBUG("open of node {} ('{}'): its version changed; ESTALE for a new node", ino, *path);
-        reply.Err(ESTALE);
-        return;
-      }
-      h->file = std::move(opened->file);
-      if (fs.origin->IsDerived(*path)) h->derived_path = *path;
-      fi->keep_cache = opened->keep_cache ? 1 : 0;
-      // Attributes and other opens' pages of this inode are stale. Not from
-      // here: the kernel may hold the inode's locks until we reply.
-      if (opened->changed && fs.notifier != nullptr) fs.notifier->Invalidate(ino);
+    bool keep_cache = false;
+    Result<std::unique_ptr<FileHandle>> h = OpenNode(fs, ino, &keep_cache);
+    if (!h.ok()) {
+      reply.Err(ErrnoFor(h.status()));
+      return;
     }
+    if ((*h)->is_virtual) fi->direct_io = 1;  // getattr says size 0; reads must still reach us
+    fi->keep_cache = keep_cache ? 1 : 0;
     fi->noflush = 1;  // nothing to flush on close
-    FileHandle* raw = fs.files.Add(std::move(h));
-    fi->fh = reinterpret_cast<uint64_t>(raw);
+    FileHandle* raw = fs.files.Add(std::move(h).value());
+    fi->fh = FhOf(fs, raw);
     if (!reply.Open(*fi)) fs.files.Release(raw);  // no release will come
   });
 }
 
-void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Reply reply(req, "read");
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
-    HandleSet<FileHandle>::Use h(reinterpret_cast<FileHandle*>(fi->fh));
+    Result<FileHandle*> handle = FileOf(fs, ino, fi->fh);
+    if (!handle.ok()) {
+      reply.Err(ErrnoFor(handle.status()));
+      return;
+    }
+    HandleSet<FileHandle>::Use h(*handle);
     if (off < 0) {
       reply.Err(EINVAL);
       return;
@@ -235,7 +256,8 @@ void Read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_
 void Release(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   Reply reply(req, "release");
   RunOp(reply, [&] {
-    Ctx(req).files.Release(reinterpret_cast<FileHandle*>(fi->fh));
+    FsContext& fs = Ctx(req);
+    ReleaseHandle(fs, fs.files, fs.adopted_files, fi->fh);
     reply.Err(0);
   });
 }

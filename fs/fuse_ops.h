@@ -23,6 +23,14 @@
 // are also tracked here so that handles the kernel never released (a lazy
 // unmount) are freed before the cache is closed.
 //
+// Under --supervise (fs/supervisor.h) a daemon may inherit a session whose
+// kernel still holds the handles of the daemon that crashed before it. So
+// fi->fh carries the daemon's generation in its top 16 bits (handle_tag;
+// user-space addresses use 47), and an fh of another generation is
+// "adopted": made again, once, from the node the request names (a file is
+// opened again, at the version its node is bound to, or the read fails; a
+// directory is listed again), and released with the kernel's RELEASE.
+//
 // Thread-safety: the ops run on libfuse's worker threads, many at once;
 // FsContext's members are thread-safe or set before the session starts.
 #pragma once
@@ -36,6 +44,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -80,6 +89,13 @@ struct FsContext {
   InodeTable inodes{ControlFiles::kFirstDynamicId};
   HandleSet<FileHandle> files;
   HandleSet<DirHandle> dirs;
+  // This daemon's generation << 48 (0 without a supervisor). Set before
+  // the session loop starts.
+  uint64_t handle_tag = 0;
+  // Handles of a crashed predecessor, by its fh, made again on first use.
+  std::mutex adopt_mu;
+  std::unordered_map<uint64_t, FileHandle*> adopted_files;  // GUARDED_BY(adopt_mu)
+  std::unordered_map<uint64_t, DirHandle*> adopted_dirs;    // GUARDED_BY(adopt_mu)
   // What init() negotiated, for logs and stats.
   std::atomic<unsigned> max_readahead{0};
   std::atomic<bool> splice_write{false};

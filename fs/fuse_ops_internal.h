@@ -8,6 +8,50 @@ namespace stoker::fuse_ops {
 
 inline FsContext& Ctx(fuse_req_t req) { return *static_cast<FsContext*>(fuse_req_userdata(req)); }
 
+// Handles (see FsContext): the fh given to the kernel for a handle of ours.
+inline constexpr uint64_t kHandleTagMask = 0xFFFFull << 48;
+inline uint64_t FhOf(const FsContext& fs, const void* h) {
+  return reinterpret_cast<uint64_t>(h) | fs.handle_tag;
+}
+
+// The handle an fh names: ours, or one adopted from a crashed predecessor,
+// made by make() (a Result<std::unique_ptr<T>>) on first use.
+template <typename T, typename Make>
+Result<T*> HandleOf(FsContext& fs, HandleSet<T>& set, std::unordered_map<uint64_t, T*>& adopted,
+                    uint64_t fh, const Make& make) {
+  if ((fh & kHandleTagMask) == fs.handle_tag) return reinterpret_cast<T*>(fh & ~kHandleTagMask);
+  {
+    std::lock_guard<std::mutex> lock(fs.adopt_mu);
+    if (auto it = adopted.find(fh); it != adopted.end()) return it->second;
+  }
+  Result<std::unique_ptr<T>> made = make();
+  if (!made.ok()) return made.status();
+  std::lock_guard<std::mutex> lock(fs.adopt_mu);
+  if (auto it = adopted.find(fh); it != adopted.end()) return it->second;  // raced; ours goes
+  T* raw = set.Add(std::move(made).value());
+  adopted.emplace(fh, raw);
+  return raw;
+}
+
+// The kernel's RELEASE of fh. An fh of a predecessor never adopted is a no-op.
+template <typename T>
+void ReleaseHandle(FsContext& fs, HandleSet<T>& set, std::unordered_map<uint64_t, T*>& adopted,
+                   uint64_t fh) {
+  if ((fh & kHandleTagMask) == fs.handle_tag) {
+    set.Release(reinterpret_cast<T*>(fh & ~kHandleTagMask));
+    return;
+  }
+  T* h = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(fs.adopt_mu);
+    auto it = adopted.find(fh);
+    if (it == adopted.end()) return;
+    h = it->second;
+    adopted.erase(it);
+  }
+  set.Release(h);
+}
+
 // Attributes of an origin path: Origin::Stat, or, when the origin cannot be
 // reached, the attributes of the cached version (so cached data stays
 // reachable by lookup).

@@ -1,12 +1,38 @@
 #include "fs/inode_table.h"
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
+
+#include "util/log.h"
 
 namespace stoker {
 
 namespace {
 // Deeper than any real tree; a longer parent chain can only be a cycle.
 constexpr int kMaxDepth = 1 << 16;
+// The lookup count of a restored node: the kernel's is unknown, so it is
+// never reached by forgets.
+constexpr uint64_t kRestoredLookups = 1ull << 40;
+// How far above the highest saved id a restored table starts handing out.
+constexpr uint64_t kRestoredIdGap = 1ull << 32;
+
+// Journal records: a kind byte, then fixed-size host-order integers, then
+// (for 'N') the name. Sender and reader are one binary on one machine.
+constexpr char kRecNode = 'N';    // id parent dev ino type keyed name
+constexpr char kRecUnkey = 'U';   // id
+constexpr char kRecBind = 'B';    // id tag
+constexpr char kRecRemove = 'D';  // id
+constexpr size_t kNodeFixed = 1 + 8 * 4 + 4 + 1;
+
+void Put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+template <typename T>
+bool Get(std::string_view& in, T* v) {
+  if (in.size() < sizeof(T)) return false;
+  std::memcpy(v, in.data(), sizeof(T));
+  in.remove_prefix(sizeof(T));
+  return true;
+}
 }  // namespace
 
 size_t InodeTable::KeyHash::operator()(const Key& k) const {
@@ -39,8 +65,7 @@ Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, cons
       // One link, so not a hard link: the origin gave a freed inode number
       // to another file (a file replaced by write-temp + rename). Sharing the
       // node would serve this file's bytes under the old one's name.
-      node.keyed = false;
-      by_origin_.erase(kit);
+      UnkeyLocked(kit->second, node);
       kit = by_origin_.end();
     }
   }
@@ -59,6 +84,7 @@ Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, cons
       STOKER_CHECK(old.children > 0, "child count underflow");
       old.children--;
       node.nlookup++;
+      JournalNodeLocked(id, node);
       MaybeRemoveLocked(old_parent);
       return id;
     }
@@ -68,6 +94,7 @@ Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, cons
   const uint64_t id = next_id_++;
   Node node{parent, std::string(name), key, true};
   node.nlookup = 1;
+  JournalNodeLocked(id, node);
   nodes_.emplace(id, std::move(node));
   pit = nodes_.find(parent);  // emplace may rehash
   pit->second.children++;
@@ -83,21 +110,31 @@ Result<bool> InodeTable::BindVersion(uint64_t id, uint64_t tag) {
   if (!node.bound) {
     node.bound = true;
     node.tag = tag;
+    JournalIdLocked(kRecBind, id, tag);
     return true;
   }
   if (node.tag == tag) return true;
-  if (node.keyed) {
-    auto kit = by_origin_.find(node.key);
-    if (kit != by_origin_.end() && kit->second == id) by_origin_.erase(kit);
-    node.keyed = false;
-  }
+  UnkeyLocked(id, node);
   return false;
+}
+
+void InodeTable::UnkeyLocked(uint64_t id, Node& node) {
+  if (!node.keyed) return;
+  auto kit = by_origin_.find(node.key);
+  if (kit != by_origin_.end() && kit->second == id) by_origin_.erase(kit);
+  node.keyed = false;
+  JournalIdLocked(kRecUnkey, id);
 }
 
 void InodeTable::Forget(uint64_t id, uint64_t nlookup) {
   if (id == kRootId) return;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = nodes_.find(id);
+  if (it == nodes_.end() && restored_) {
+    // Its record may have been lost with the crashed daemon.
+    LOG_DEBUG("forget of node {}, unknown since the restart; ignored", id);
+    return;
+  }
   STOKER_CHECK(it != nodes_.end(), "forget of a node id that is not live");
   STOKER_CHECK(it->second.nlookup >= nlookup, "forget below a zero lookup count");
   it->second.nlookup -= nlookup;
@@ -116,6 +153,7 @@ void InodeTable::MaybeRemoveLocked(uint64_t id) {
     }
     const uint64_t parent = node.parent;
     nodes_.erase(it);
+    JournalIdLocked(kRecRemove, id);
     Node& p = nodes_.at(parent);
     STOKER_CHECK(p.children > 0, "child count underflow");
     p.children--;
@@ -175,6 +213,126 @@ Result<std::string> InodeTable::Path(uint64_t id) const {
 void InodeTable::SetRootOriginIno(uint64_t ino) {
   std::lock_guard<std::mutex> lock(mu_);
   nodes_.at(kRootId).key.ino = ino;
+}
+
+void InodeTable::SetJournal(Journal journal) { journal_ = std::move(journal); }
+
+void InodeTable::JournalNodeLocked(uint64_t id, const Node& node) {
+  if (!journal_) return;
+  std::string r;
+  r.reserve(kNodeFixed + node.name.size());
+  r.push_back(kRecNode);
+  Put(r, &id, 8);
+  Put(r, &node.parent, 8);
+  Put(r, &node.key.dev, 8);
+  Put(r, &node.key.ino, 8);
+  Put(r, &node.key.type, 4);
+  r.push_back(node.keyed ? 1 : 0);
+  r.append(node.name);
+  journal_(r);
+}
+
+void InodeTable::JournalIdLocked(char kind, uint64_t id, uint64_t value) {
+  if (!journal_) return;
+  char r[17];
+  r[0] = kind;
+  std::memcpy(r + 1, &id, 8);
+  std::memcpy(r + 9, &value, 8);
+  journal_(std::string_view(r, kind == kRecBind ? 17 : 9));
+}
+
+bool InodeTable::Saved::Apply(std::string_view rec) {
+  if (rec.empty()) return false;
+  const char kind = rec[0];
+  rec.remove_prefix(1);
+  uint64_t id = 0;
+  if (!Get(rec, &id) || id <= kRootId) return false;
+  switch (kind) {
+    case kRecNode: {
+      SavedNode n;
+      uint8_t keyed = 0;
+      if (!Get(rec, &n.parent) || !Get(rec, &n.dev) || !Get(rec, &n.ino) || !Get(rec, &n.type) ||
+          !Get(rec, &keyed) || rec.empty()) {
+        return false;
+      }
+      n.keyed = keyed != 0;
+      n.name.assign(rec);
+      auto it = nodes_.find(id);
+      if (it != nodes_.end()) {  // re-pointed: keeps its binding
+        n.bound = it->second.bound;
+        n.tag = it->second.tag;
+      }
+      nodes_[id] = std::move(n);
+      max_id_ = std::max(max_id_, id);
+      return true;
+    }
+    case kRecUnkey:
+      if (auto it = nodes_.find(id); it != nodes_.end()) it->second.keyed = false;
+      return rec.empty();
+    case kRecBind: {
+      uint64_t tag = 0;
+      if (!Get(rec, &tag)) return false;
+      if (auto it = nodes_.find(id); it != nodes_.end()) {
+        it->second.bound = true;
+        it->second.tag = tag;
+      }
+      return true;
+    }
+    case kRecRemove:
+      nodes_.erase(id);
+      return rec.empty();
+    default:
+      return false;
+  }
+}
+
+void InodeTable::Restore(const Saved& saved) {
+  std::lock_guard<std::mutex> lock(mu_);
+  STOKER_CHECK(next_id_ == first_dynamic_id_ && nodes_.size() == 1, "restore into a table in use");
+  restored_ = true;
+  // Only nodes whose parent chain reaches the root: a path must be buildable.
+  std::unordered_map<uint64_t, bool> reaches;
+  reaches[kRootId] = true;
+  auto reaches_root = [&](uint64_t id) {
+    std::vector<uint64_t> chain;
+    bool ok = false;
+    for (int depth = 0; depth < kMaxDepth; ++depth) {
+      if (auto r = reaches.find(id); r != reaches.end()) {
+        ok = r->second;
+        break;
+      }
+      auto it = saved.nodes_.find(id);
+      if (it == saved.nodes_.end()) break;
+      chain.push_back(id);
+      id = it->second.parent;
+    }
+    for (uint64_t c : chain) reaches[c] = ok;
+    return ok;
+  };
+  for (const auto& [id, n] : saved.nodes_) {
+    if (id < first_dynamic_id_ || !reaches_root(id)) continue;
+    Node node{n.parent, n.name, Key{n.dev, n.ino, n.type}, n.keyed};
+    node.nlookup = kRestoredLookups;
+    node.bound = n.bound;
+    node.tag = n.tag;
+    nodes_.emplace(id, std::move(node));
+  }
+  for (auto& [id, node] : nodes_) {
+    if (id == kRootId) continue;
+    nodes_.at(node.parent).children++;
+    if (!node.keyed) continue;
+    // Two keyed nodes for one origin object cannot come from one table;
+    // should a lost record make them, the newer one wins.
+    auto [kit, inserted] = by_origin_.emplace(node.key, id);
+    if (!inserted && kit->second < id) {
+      nodes_.at(kit->second).keyed = false;
+      kit->second = id;
+    } else if (!inserted) {
+      node.keyed = false;
+    }
+  }
+  next_id_ = std::max(next_id_, saved.max_id_ + 1) + kRestoredIdGap;
+  LOG_INFO("restored {} node ids of the previous daemon", nodes_.size() - 1);
 }
 
 size_t InodeTable::size() const {

@@ -33,14 +33,28 @@
 // [kRootId + 1, first_dynamic_id) are left to virtual nodes (control files);
 // the table never hands them out and refuses them in every call.
 //
+// Surviving a daemon crash (--supervise, fs/supervisor.h): the kernel keeps
+// the node ids it was given, so a restarted daemon must resolve them. With a
+// journal set, every change that affects that (a node made or re-pointed,
+// unkeyed, bound to a version, removed) is sent to it as one record, under
+// the table's lock, before the id can reach the kernel. The supervisor
+// replays them into a Saved table, from which the next daemon's table is
+// restored. Lookup counts are not journaled (one record per lookup would
+// cost too much): restored nodes are kept until the daemon ends, and a
+// restored table ignores forgets of ids it does not know instead of
+// aborting. So a crash leaks at most the nodes live at the time.
+//
 // Thread-safety: every method is thread-safe. One mutex guards all state
 // (counts included, so a forget is always re-checked against concurrent
-// lookups); it is a leaf lock: nothing is called out while it is held.
+// lookups); nothing is called out while it is held but the journal, which
+// must not call back into the table.
 #pragma once
 
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -85,6 +99,38 @@ class InodeTable {
   // Sets the root's origin inode number (reported for "." and ".." entries).
   void SetRootOriginIno(uint64_t ino);
 
+  // Journal records (see the class comment). The journal gets each record's
+  // bytes; it may drop them (a supervisor gone), never reorder them.
+  using Journal = std::function<void(std::string_view record)>;
+  // REQUIRES: called before the table is shared between threads.
+  void SetJournal(Journal journal);
+
+  // The nodes a journal describes, rebuilt record by record.
+  class Saved {
+   public:
+    // False for a record that does not decode (it is skipped).
+    bool Apply(std::string_view record);
+    size_t size() const { return nodes_.size(); }
+
+   private:
+    friend class InodeTable;
+    struct SavedNode {
+      uint64_t parent = 0;
+      std::string name;
+      uint64_t dev = 0, ino = 0;
+      uint32_t type = 0;
+      bool keyed = true;
+      bool bound = false;
+      uint64_t tag = 0;
+    };
+    std::map<uint64_t, SavedNode> nodes_;
+    uint64_t max_id_ = 0;
+  };
+  // Adds the saved nodes to a table that has handed out no id yet. Nodes
+  // whose parent chain does not reach the root are left out. New ids start
+  // well above every saved one.
+  void Restore(const Saved& saved);
+
   // Live nodes, the root included.
   size_t size() const;
   // Current lookup count of id; 0 if id is not live. For tests and stats.
@@ -119,12 +165,19 @@ class InodeTable {
   void MaybeRemoveLocked(uint64_t id);
   // REQUIRES: mu_ held.
   std::string PathLocked(uint64_t id) const;
+  // REQUIRES: mu_ held. Journal records, if a journal is set.
+  void JournalNodeLocked(uint64_t id, const Node& node);
+  void JournalIdLocked(char kind, uint64_t id, uint64_t value = 0);
+  // REQUIRES: mu_ held. Drops id's key from by_origin_ (if it is its node).
+  void UnkeyLocked(uint64_t id, Node& node);
 
   const uint64_t first_dynamic_id_;
   mutable std::mutex mu_;
   uint64_t next_id_;                                      // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, Node> nodes_;              // GUARDED_BY(mu_)
   std::unordered_map<Key, uint64_t, KeyHash> by_origin_;  // GUARDED_BY(mu_)
+  Journal journal_;                                       // set before use
+  bool restored_ = false;                                 // GUARDED_BY(mu_)
 };
 
 }  // namespace stoker

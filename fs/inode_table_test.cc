@@ -220,5 +220,97 @@ TEST(InodeTableTest, ConcurrentLookupsAndForgetsBalance) {
   EXPECT_EQ(t.LookupCount(d), 1u);
 }
 
+// A table journaled into a Saved copy, as the supervisor keeps it.
+struct Journaled {
+  InodeTable table{kFirst};
+  InodeTable::Saved saved;
+  int records = 0;
+  Journaled() {
+    table.SetJournal([this](std::string_view r) {
+      records++;
+      EXPECT_TRUE(saved.Apply(r));
+    });
+  }
+};
+
+TEST(InodeTableJournalTest, RestoredTableResolvesEveryIdTheKernelHolds) {
+  Journaled j;
+  InodeTable& t = j.table;
+  const uint64_t d = *t.Lookup(InodeTable::kRootId, "train", Attr(10, S_IFDIR));
+  const uint64_t a = *t.Lookup(d, "a.jpg", Attr(11));
+  const uint64_t b = *t.Lookup(d, "b.jpg", Attr(12));
+  const uint64_t gone = *t.Lookup(d, "gone", Attr(13));
+  ASSERT_TRUE(*t.BindVersion(a, 77));
+  t.Forget(gone, 1);  // removed: not restored
+  InodeTable r(kFirst);
+  r.Restore(j.saved);
+  EXPECT_EQ(r.size(), 4u);  // root, train, a.jpg, b.jpg
+  EXPECT_EQ(*r.Path(a), "train/a.jpg");
+  EXPECT_EQ(*r.Path(b), "train/b.jpg");
+  EXPECT_FALSE(r.Path(gone).ok());
+  // The binding survives: the same version binds, another retires the node.
+  EXPECT_TRUE(*r.BindVersion(a, 77));
+  EXPECT_FALSE(*r.BindVersion(a, 78));
+  // Keys survive: a lookup of the same object gives the same id.
+  EXPECT_EQ(*r.Lookup(d, "b.jpg", Attr(12)), b);
+  // New ids never collide with the old ones.
+  const uint64_t c = *r.Lookup(d, "c.jpg", Attr(14));
+  EXPECT_GT(c, gone);
+}
+
+TEST(InodeTableJournalTest, RestoredNodesOutliveForgetsAndUnknownForgetsAreIgnored) {
+  Journaled j;
+  const uint64_t a = *j.table.Lookup(InodeTable::kRootId, "a", Attr(11));
+  InodeTable r(kFirst);
+  r.Restore(j.saved);
+  // The kernel's count is unknown: its forget must not drop the node.
+  r.Forget(a, 1);
+  EXPECT_TRUE(r.Path(a).ok());
+  // An id whose record was lost with the crashed daemon: no abort.
+  r.Forget(a + 1000, 1);
+  EXPECT_EQ(r.size(), 2u);
+}
+
+TEST(InodeTableJournalTest, RepointedAndRetiredNodesAreRestoredAsTheyWere) {
+  Journaled j;
+  InodeTable& t = j.table;
+  const uint64_t d1 = *t.Lookup(InodeTable::kRootId, "d1", Attr(10, S_IFDIR));
+  const uint64_t d2 = *t.Lookup(InodeTable::kRootId, "d2", Attr(20, S_IFDIR));
+  // A hard link reached by another name: the node follows the newest name.
+  const uint64_t h = *t.Lookup(d1, "x", Attr(30, S_IFREG, 7, 2));
+  EXPECT_EQ(*t.Lookup(d2, "y", Attr(30, S_IFREG, 7, 2)), h);
+  // A node retired for another version: the next lookup makes a new node.
+  const uint64_t v = *t.Lookup(d1, "v", Attr(40));
+  ASSERT_TRUE(*t.BindVersion(v, 1));
+  ASSERT_FALSE(*t.BindVersion(v, 2));
+  const uint64_t v2 = *t.Lookup(d1, "v", Attr(40));
+  ASSERT_NE(v2, v);
+  InodeTable r(kFirst);
+  r.Restore(j.saved);
+  EXPECT_EQ(*r.Path(h), "d2/y");
+  EXPECT_EQ(*r.Path(v), "d1/v");                // handles on the old version still resolve
+  EXPECT_EQ(*r.Lookup(d1, "v", Attr(40)), v2);  // the key is the new node's
+  EXPECT_EQ(*r.Lookup(d2, "y", Attr(30, S_IFREG, 7, 2)), h);
+}
+
+TEST(InodeTableJournalTest, BadRecordsAndOrphansAreLeftOut) {
+  InodeTable::Saved saved;
+  EXPECT_FALSE(saved.Apply(""));
+  EXPECT_FALSE(saved.Apply("Z12345678"));
+  EXPECT_FALSE(saved.Apply("N123"));  // cut short
+  // A node whose parent was never journaled cannot be given a path.
+  Journaled j;
+  const uint64_t d = *j.table.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
+  const uint64_t f = *j.table.Lookup(d, "f", Attr(11));
+  InodeTable::Saved full = j.saved;
+  // Replay into a table that lost d's record: f is left out, not misplaced.
+  InodeTable r(kFirst);
+  full.Apply(std::string("D") + std::string(reinterpret_cast<const char*>(&d), 8));
+  r.Restore(full);
+  EXPECT_FALSE(r.Path(d).ok());
+  EXPECT_FALSE(r.Path(f).ok());
+  EXPECT_EQ(r.size(), 1u);
+}
+
 }  // namespace
 }  // namespace stoker

@@ -4,6 +4,7 @@
 // and the cache is closed only after every handle that refers to it is gone.
 #include "fs/mount.h"
 
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "fs/fuse_ops.h"
 #include "fs/inval_notifier.h"
 #include "fs/mountpoint.h"
+#include "fs/supervisor.h"
 #include "util/log.h"
 
 namespace stoker {
@@ -35,6 +37,9 @@ namespace {
 
 constexpr unsigned kMaxRead = 1u << 20;
 constexpr unsigned kReadaheadKb = 4096;
+// Room for any request /dev/fuse will hand over (the kernel refuses a read
+// into less than its largest WRITE).
+constexpr size_t kRequestBuffer = (1u << 20) + (64u << 10);
 
 // The one line RunMount owes the CLI on ready_fd: "ok" or "error: why".
 class ReadyLine {
@@ -146,16 +151,71 @@ std::string FsName(const std::string& origin) {
   return realpath(origin.c_str(), resolved) ? std::string(resolved) : origin;
 }
 
+// The first daemon under a supervisor: reads the kernel's INIT request
+// itself, hands it to the supervisor with the descriptor, then lets libfuse
+// process it. Without a supervisor to take it, the mount just goes on.
+void StartSupervised(fuse_session* se, SupervisorLink& link, const std::string& mountpoint) {
+  const int fd = fuse_session_fd(se);
+  std::vector<char> buf(kRequestBuffer);
+  ssize_t n;
+  do {
+    n = read(fd, buf.data(), buf.size());
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) {
+    LOG_ERROR("could not read the kernel's INIT request: {}",
+              n < 0 ? std::strerror(errno) : "end of file");
+    return;  // the loop will find the same
+  }
+  if (Status st =
+          link.HandOver(fd, std::string_view(buf.data(), static_cast<size_t>(n)), mountpoint);
+      !st.ok()) {
+    LOG_ERROR("{}; a crash will not be survived", st.message());
+  }
+  fuse_buf fb{};
+  fb.mem = buf.data();
+  fb.size = static_cast<size_t>(n);
+  fuse_session_process_buf(se, &fb);
+}
+
+// A restarted daemon: serves the supervisor's descriptor, replays INIT into
+// the new session (the kernel refuses the reply: that is expected) and asks
+// for the requests its predecessor left unanswered.
+Status TakeOverSession(fuse_session* se, const DaemonRestart& restart) {
+  const std::string dev = "/dev/fd/" + std::to_string(restart.fuse_fd);
+  if (fuse_session_mount(se, dev.c_str()) != 0) {
+    return Status::Error(EIO, "could not take over the supervisor's /dev/fuse" + LastFuseError());
+  }
+  std::vector<char> buf(restart.init_request.begin(), restart.init_request.end());
+  fuse_buf fb{};
+  fb.mem = buf.data();
+  fb.size = buf.size();
+  fuse_session_process_buf(se, &fb);
+  if (!RequestResend(restart.fuse_fd)) {
+    LOG_WARN(
+        "the kernel refused FUSE_NOTIFY_RESEND ({}): requests the crashed daemon had "
+        "read stay unanswered",
+        std::strerror(errno));
+  }
+  LOG_INFO("took over the mount at {} after a crash", restart.mountpoint);
+  return Status::OK();
+}
+
 // Everything after fuse_session_new succeeded. Returns the loop's status.
 Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_session* se,
              FsContext& fs, ObjectCache& cache, ReadyLine& ready,
-             const std::function<nlohmann::json()>& stats) {
+             const std::function<nlohmann::json()>& stats, SupervisorLink* link) {
   InvalNotifier notifier(
       [se](uint64_t ino) { return fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); });
   fs.notifier = &notifier;
 
-  if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
-    return Status::Error(EIO, "could not mount at '" + mountpoint + "'" + LastFuseError());
+  const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
+  if (restart != nullptr) {
+    STOKER_RETURN_IF_ERROR(TakeOverSession(se, *restart));
+  } else {
+    if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
+      return Status::Error(EIO, "could not mount at '" + mountpoint + "'" + LastFuseError());
+    }
+    if (link != nullptr) StartSupervised(se, *link, mountpoint);
   }
 
   std::unique_ptr<ControlSocket> control;
@@ -189,7 +249,9 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
   });
 
   fuse_loop_config* cfg = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(cfg, 1);
+  // A clone dies with its daemon, and its unanswered requests with it
+  // (fs/supervisor.h): under a supervisor every thread reads the one fd.
+  fuse_loop_cfg_set_clone_fd(cfg, link == nullptr ? 1 : 0);
   if (options.fuse_threads > 0) {
     fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(options.fuse_threads));
     fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(options.fuse_threads));
@@ -206,17 +268,32 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
   });
   fs.notifier = nullptr;
   fuse_session_unmount(se);  // also unblocks a readiness stat() still waiting
+  if (restart != nullptr) {
+    // A session taken over does not know it is mounted (libfuse unmounts
+    // only what it mounted). Unmount unless the kernel already ended the
+    // connection (`stoker unmount`, fusermount3 -u): then whatever is at
+    // the mountpoint now is not ours.
+    pollfd p{restart->fuse_fd, 0, 0};
+    const bool ended = poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
+    if (!ended && !DetachMount(mountpoint)) LOG_ERROR("could not unmount {}", mountpoint);
+  }
   readiness.join();
   if (rc < 0) return Status::FromErrno(-rc, "FUSE session loop");
   return Status::OK();
 }
 
-Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
+Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLink* link) {
   const auto started = std::chrono::steady_clock::now();
-  // Before anything is opened or created: a container without /dev/fuse or
-  // CAP_SYS_ADMIN is told so in one line, not by libfuse's fallbacks.
-  STOKER_RETURN_IF_ERROR(CheckFuseAccess(ProbeFuseAccess()));
-  STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, PrepareMountpoint(options.mountpoint));
+  const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
+  std::string mountpoint;
+  if (restart != nullptr) {
+    mountpoint = restart->mountpoint;  // ours, mounted: not to be checked again
+  } else {
+    // Before anything is opened or created: a container without /dev/fuse
+    // or CAP_SYS_ADMIN is told so in one line, not by libfuse's fallbacks.
+    STOKER_RETURN_IF_ERROR(CheckFuseAccess(ProbeFuseAccess()));
+    STOKER_ASSIGN_OR_RETURN(mountpoint, PrepareMountpoint(options.mountpoint));
+  }
   SetDirectIoEnabled(options.cache.direct_io);
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin,
                           MakeOrigin(options.origin, options.origin_options));
@@ -243,6 +320,11 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
             .count();
     if (!views.views.empty()) j.update(views.Stats());
+    if (link != nullptr) {
+      j["supervisor"] = {{"pid", link->supervisor_pid()},
+                         {"generation", link->generation()},
+                         {"restarts", link->restarts()}};
+    }
     if (fs_ptr != nullptr) {
       j["open_files"] = fs_ptr->files.size();
       j["open_dirs"] = fs_ptr->dirs.size();
@@ -257,6 +339,11 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
   fs_ptr = fs.get();
   if (Result<struct stat> root = origin->Stat(""); root.ok()) {
     fs->inodes.SetRootOriginIno(root->st_ino);
+  }
+  if (link != nullptr) {
+    if (restart != nullptr && restart->nodes != nullptr) fs->inodes.Restore(*restart->nodes);
+    fs->inodes.SetJournal([link](std::string_view r) { link->Record(r); });
+    fs->handle_tag = static_cast<uint64_t>(link->generation() & 0xFFFF) << 48;
   }
 
   fuse_set_log_func(LogFromFuse);
@@ -274,7 +361,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready) {
     return Status::Error(EIO, "could not install signal handlers");
   }
 
-  Status st = Serve(options, mountpoint, se, *fs, *cache, ready, stats);
+  Status st = Serve(options, mountpoint, se, *fs, *cache, ready, stats, link);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   // Handles the kernel never released refer to the cache: free them first.
@@ -294,10 +381,36 @@ Status RunMount(const MountOptions& options) {
       options.log_level == "off") {
     spdlog::set_level(spdlog::level::from_str(options.log_level));
   }
-  ReadyLine ready(options.ready_fd);
-  Status st = RunMountImpl(options, ready);
-  if (!st.ok()) ready.Send("error: " + st.message());
-  return st;
+  if (!options.supervise) {
+    ReadyLine ready(options.ready_fd);
+    Status st = RunMountImpl(options, ready, nullptr);
+    if (!st.ok()) ready.Send("error: " + st.message());
+    return st;
+  }
+  // Supervise forks, so no other thread may run: stop the log's flusher
+  // (each daemon starts its own again).
+  spdlog::flush_every(std::chrono::seconds(0));
+  SupervisorOptions so;
+  // The ready line is the first daemon's to write; the CLI sees its end
+  // once that daemon has said it or died.
+  so.after_first_fork = [&options] {
+    if (options.ready_fd >= 0) close(options.ready_fd);
+  };
+  return Supervise(so, [&options](SupervisorLink& link) {
+    spdlog::flush_every(std::chrono::seconds(2));
+    MountOptions o = options;
+    if (link.restart() != nullptr) o.ready_fd = -1;  // said by the first daemon
+    ReadyLine ready(o.ready_fd);
+    Status st = RunMountImpl(o, ready, &link);
+    if (!st.ok()) {
+      ready.Send("error: " + st.message());
+      LOG_ERROR("daemon failed: {}", st.message());
+    } else {
+      LOG_INFO("daemon exiting after clean unmount");
+    }
+    spdlog::default_logger()->flush();
+    return st.ok() ? 0 : 1;
+  });
 }
 
 }  // namespace stoker

@@ -35,6 +35,9 @@ struct MountOptions {
   // Which decoder the views use (--decoder, --gpu-library-path).
   // Default: the CPU here; the CLI's default is auto.
   ViewDecoderOptions decoder;
+  // Keep the mount across a crash of the daemon (fs/supervisor.h).
+  // Default: off.
+  bool supervise = false;
   // If >= 0, RunMount writes one line here once the mount is live ("ok\n") or
   // could not be made ("error: <why>\n"), then closes it. The CLI's parent
   // process waits on this to return.

@@ -43,7 +43,7 @@ bool FusermountLazyUnmount(const std::string& mp) {
 
 Status ClearStaleMount(const std::string& mp) {
   LOG_WARN("mountpoint '{}' holds a stale FUSE mount (its daemon is gone); detaching it", mp);
-  if (umount2(mp.c_str(), MNT_DETACH) == 0 || FusermountLazyUnmount(mp)) return Status::OK();
+  if (DetachMount(mp)) return Status::OK();
   return Fail(mp, ENOTCONN, "holds a stale FUSE mount that could not be detached");
 }
 
@@ -132,6 +132,10 @@ Status CheckNesting(const std::string& origin, const std::string& mountpoint,
                            "'");
   }
   return Status::OK();
+}
+
+bool DetachMount(const std::string& mountpoint) {
+  return umount2(mountpoint.c_str(), MNT_DETACH) == 0 || FusermountLazyUnmount(mountpoint);
 }
 
 bool RaiseReadahead(dev_t dev, unsigned kb) {

@@ -27,6 +27,10 @@ Result<std::string> PrepareMountpoint(const std::string& mountpoint);
 Status CheckNesting(const std::string& origin, const std::string& mountpoint,
                     const std::string& cache_dir);
 
+// Detaches whatever is mounted at mountpoint (umount2 MNT_DETACH, or
+// `fusermount3 -u -z` without the privilege). False if neither worked.
+bool DetachMount(const std::string& mountpoint);
+
 // Raises the read-ahead of the FUSE mount whose st_dev is dev to kb KiB
 // (/sys/class/bdi/MAJ:MIN/read_ahead_kb). The kernel caps what FUSE init may
 // ask for at its default (128 KiB); this lifts it. Best effort: false on

@@ -365,6 +365,7 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   }
   o.log_level = args.log_level;
   o.cache.direct_io = !args.no_direct_io;
+  o.supervise = args.supervise;
   STOKER_RETURN_IF_ERROR(ToOriginOptions(args, o.cache.revalidate_seconds, &o.origin_options));
   o.fuse_options = SplitFuseOptions(args.fuse_options);
   std::set<std::string> view_names;
@@ -417,6 +418,9 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->capture_default_str();
   app->add_flag("-f,--foreground", args->foreground,
                 "Serve in this process, logging to stderr, until unmounted");
+  app->add_flag("--supervise", args->supervise,
+                "Keep the mount across a daemon crash: a supervisor process holds /dev/fuse and "
+                "starts a new daemon on it, so readers see a pause instead of errors");
   app->add_option("-o", args->fuse_options,
                   "FUSE mount options, passed through (allow_other,default_permissions); "
                   "repeatable")

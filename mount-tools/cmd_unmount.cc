@@ -60,11 +60,19 @@ int RunUnmount(const std::string& arg, bool lazy) {
   if (auto it = stats->json.find("pid"); it != stats->json.end() && it->is_number_integer()) {
     pid = it->get<pid_t>();
   }
+  // Under --supervise the supervisor exits once its daemon has.
+  pid_t supervisor = 0;
+  if (auto it = stats->json.find("supervisor"); it != stats->json.end() && it->is_object()) {
+    supervisor = it->value("pid", 0);
+  }
   if (Status s = UnmountFuse(mp, lazy); !s.ok()) {
     PrintError(s.message());
     return kExitFailure;
   }
-  if (pid > 0 && !WaitForProcessExit(pid, kDaemonExitWaitMs)) {
+  if (pid > 0 && WaitForProcessExit(pid, kDaemonExitWaitMs) && supervisor > 0) {
+    (void)WaitForProcessExit(supervisor, kDaemonExitWaitMs);
+  }
+  if (pid > 0 && ProcessAlive(pid)) {
     if (lazy) {
       // A detached mount stays served until its last open file is closed.
       std::fprintf(stderr,

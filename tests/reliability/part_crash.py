@@ -27,17 +27,9 @@ VIEW = "decoded"
 def crash(tally, scratch, quick, seed):
     cycles = 5 if quick else 50
     rng = random.Random(seed)
-    origin = scratch.path("origin")
-    sizes = rel.make_tree(origin, rng, 40 if quick else 120, 6 * MIB)
-    rels = sorted(sizes)
-    # A cache smaller than the tree: every cycle fetches, writes and evicts,
-    # so the kill lands in those paths, not only in cache hits.
-    view_rels = add_view_data(origin, rng, shards=3 if quick else 6)
-    capacity = sum(sizes.values()) // 2 // MIB * MIB
-    args = ARGS + ["--cache-size", str(capacity), "--view", VIEW]
-    view_ref = reference_view(scratch, origin, view_rels, args)
-    tally.say(f"{cycles} cycles over {len(rels)} files, {sum(sizes.values()) // MIB} MiB, "
-              f"and {len(view_rels)} view files; --cache-size {capacity // MIB} MiB")
+    origin, rels, view_ref, view_rels, args, what = dataset(scratch, rng, 40 if quick else 120,
+                                                            3 if quick else 6)
+    tally.say(f"{cycles} cycles over {what}")
     m = scratch.stoker_mount(origin, "c", args)
     repairs = 0
     for cycle in range(1, cycles + 1):
@@ -62,6 +54,22 @@ def crash(tally, scratch, quick, seed):
         rc, rep, err = rel.fsck_json(m.cache)
     if rc != 0:
         tally.fail(f"final fsck after a clean unmount (+repair) not clean: rc={rc} {rel.findings(rep)} {err}")
+
+
+def dataset(scratch, rng, n_files, shards):
+    """The crash loops' tree, with view data, and mount args whose cache is
+    half its size (so every cycle fetches, writes and evicts, and a kill
+    lands in those paths, not only in cache hits). Returns (origin, rels,
+    view reference dir, view rels, args, a description)."""
+    origin = scratch.path("origin")
+    sizes = rel.make_tree(origin, rng, n_files, 6 * MIB)
+    view_rels = add_view_data(origin, rng, shards=shards)
+    capacity = sum(sizes.values()) // 2 // MIB * MIB
+    args = ARGS + ["--cache-size", str(capacity), "--view", VIEW]
+    view_ref = reference_view(scratch, origin, view_rels, args)
+    what = (f"{len(sizes)} files, {sum(sizes.values()) // MIB} MiB, and {len(view_rels)} view "
+            f"files; --cache-size {capacity // MIB} MiB")
+    return origin, sorted(sizes), view_ref, view_rels, args, what
 
 
 def kill_during_reads(tally, m, origin, rels, view_ref, view_rels, rng, cycle):

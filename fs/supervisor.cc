@@ -1,0 +1,288 @@
+#include "fs/supervisor.h"
+
+#include <linux/fuse.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "util/log.h"
+
+namespace stoker {
+
+namespace {
+
+// Channel messages (SOCK_SEQPACKET, one per send): the hand-over is 'H', the
+// INIT request's length (uint32), its bytes and the mountpoint, with the
+// descriptor attached; everything else is an InodeTable journal record.
+constexpr char kHandOver = 'H';
+constexpr size_t kMaxMessage = 64 * 1024;  // an S3 key's name may be 1 KiB
+
+// FUSE_NOTIFY_RESEND (Linux 6.9; an enum value, newer than some headers).
+constexpr int kNotifyResend = 7;
+
+std::string Describe(int wstatus) {
+  if (WIFSIGNALED(wstatus))
+    return std::string("was killed by signal ") + strsignal(WTERMSIG(wstatus));
+  return "exited with status " + std::to_string(WEXITSTATUS(wstatus));
+}
+
+// The supervisor's side: everything it keeps across daemons.
+class Supervisor {
+ public:
+  explicit Supervisor(const SupervisorOptions& options) : options_(options) {}
+  ~Supervisor() {
+    if (fuse_fd_ >= 0) close(fuse_fd_);
+  }
+
+  Status Run(const std::function<int(SupervisorLink&)>& daemon);
+
+ private:
+  // Reads what the channel holds; false once the daemon's end is closed.
+  bool Drain(int channel, bool wait);
+  void Handle(const char* data, size_t len, int fd);
+
+  const SupervisorOptions& options_;
+  int fuse_fd_ = -1;
+  std::string init_request_;
+  std::string mountpoint_;
+  InodeTable::Saved saved_;
+  uint64_t bad_records_ = 0;
+};
+
+void Supervisor::Handle(const char* data, size_t len, int fd) {
+  if (len > 0 && data[0] == kHandOver) {
+    if (fd < 0 || fuse_fd_ >= 0) {
+      LOG_ERROR("supervisor: an unexpected hand-over message; ignored");
+      if (fd >= 0) close(fd);
+      return;
+    }
+    uint32_t n = 0;
+    if (len < 5 || (std::memcpy(&n, data + 1, 4), n > len - 5)) {
+      LOG_ERROR("supervisor: a hand-over message that does not decode; ignored");
+      close(fd);
+      return;
+    }
+    fuse_fd_ = fd;
+    init_request_.assign(data + 5, n);
+    mountpoint_.assign(data + 5 + n, len - 5 - n);
+    LOG_INFO("supervisor: holding the mount's /dev/fuse; a crashed daemon will be restarted");
+    return;
+  }
+  if (fd >= 0) close(fd);
+  if (!saved_.Apply(std::string_view(data, len))) bad_records_++;
+}
+
+bool Supervisor::Drain(int channel, bool wait) {
+  std::vector<char> buf(kMaxMessage);
+  for (;;) {
+    iovec iov{buf.data(), buf.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t n = recvmsg(channel, &msg, MSG_CMSG_CLOEXEC | (wait ? 0 : MSG_DONTWAIT));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) return false;  // closed (0), or broken
+    int fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+      }
+    }
+    if ((msg.msg_flags & MSG_TRUNC) != 0) {
+      bad_records_++;
+      if (fd >= 0) close(fd);
+      continue;
+    }
+    Handle(buf.data(), static_cast<size_t>(n), fd);
+    wait = false;
+  }
+}
+
+// Threads of this process, from /proc/self/status; 0 if unknown.
+int ThreadCount() {
+  FILE* f = std::fopen("/proc/self/status", "re");
+  if (f == nullptr) return 0;
+  char line[256];
+  int n = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "Threads: %d", &n) == 1) break;
+  }
+  std::fclose(f);
+  return n;
+}
+
+Status Supervisor::Run(const std::function<int(SupervisorLink&)>& daemon) {
+  // Another thread would take the signals blocked here (and their default
+  // action), and might hold a lock across the fork.
+  if (const int threads = ThreadCount(); threads > 1) {
+    return Status::Error(EINVAL, "the supervisor must run single-threaded (" +
+                                     std::to_string(threads) + " threads)");
+  }
+  sigset_t set, old;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+  if (sigprocmask(SIG_BLOCK, &set, &old) != 0) return Status::FromErrno("sigprocmask");
+  const int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+  if (sfd < 0) return Status::FromErrno("signalfd");
+
+  std::deque<std::chrono::steady_clock::time_point> crashes;
+  unsigned restarts = 0;
+  bool stopping = false;
+  for (uint32_t generation = 1;; ++generation) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+      close(sfd);
+      return Status::FromErrno("socketpair");
+    }
+    DaemonRestart restart{fuse_fd_, init_request_, mountpoint_, &saved_};
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(sfd);
+      return Status::FromErrno("fork");
+    }
+    if (pid == 0) {
+      close(sv[0]);
+      close(sfd);
+      sigprocmask(SIG_SETMASK, &old, nullptr);
+      SupervisorLink link(sv[1], generation, restarts, getppid(),
+                          fuse_fd_ >= 0 ? &restart : nullptr);
+      _exit(daemon(link));
+    }
+    close(sv[1]);
+    if (generation == 1 && options_.after_first_fork) options_.after_first_fork();
+
+    int wstatus = 0;
+    bool exited = false;
+    bool channel_open = true;
+    while (!exited) {
+      pollfd fds[2] = {{sfd, POLLIN, 0}, {sv[0], POLLIN, 0}};
+      if (poll(fds, channel_open ? 2 : 1, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (channel_open && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        channel_open = Drain(sv[0], false);
+      }
+      if ((fds[0].revents & POLLIN) == 0) continue;
+      signalfd_siginfo si;
+      if (read(sfd, &si, sizeof(si)) != static_cast<ssize_t>(sizeof(si))) continue;
+      if (si.ssi_signo != SIGCHLD) {
+        stopping = true;
+        kill(pid, static_cast<int>(si.ssi_signo));
+        continue;
+      }
+      pid_t r = waitpid(pid, &wstatus, WNOHANG);
+      exited = r == pid;
+    }
+    // What the dead daemon sent before it died is all in the socket.
+    if (channel_open) Drain(sv[0], false);
+    close(sv[0]);
+    if (!exited) {
+      close(sfd);
+      return Status::FromErrno("supervisor poll");
+    }
+    if (WIFEXITED(wstatus)) {
+      close(sfd);
+      if (bad_records_ > 0) LOG_WARN("supervisor: {} journal records did not decode", bad_records_);
+      if (WEXITSTATUS(wstatus) == 0) return Status::OK();
+      return Status::Error(EIO, "the daemon " + Describe(wstatus));
+    }
+    if (fuse_fd_ < 0 || stopping) {
+      close(sfd);
+      return Status::Error(EIO, "the daemon " + Describe(wstatus) +
+                                    (stopping ? " while stopping" : " before the mount was live"));
+    }
+    const auto now = std::chrono::steady_clock::now();
+    while (!crashes.empty() &&
+           now - crashes.front() > std::chrono::seconds(options_.restart_window_s)) {
+      crashes.pop_front();
+    }
+    if (crashes.size() >= static_cast<size_t>(options_.max_restarts)) {
+      LOG_ERROR(
+          "supervisor: the daemon {}, its {}th crash within {} s; giving up (the mount is "
+          "left dead; `stoker mount` clears it)",
+          Describe(wstatus), crashes.size() + 1, options_.restart_window_s);
+      close(sfd);
+      return Status::Error(EIO, "the daemon crashed " + std::to_string(crashes.size() + 1) +
+                                    " times within " + std::to_string(options_.restart_window_s) +
+                                    " s");
+    }
+    crashes.push_back(now);
+    restarts++;
+    LOG_WARN(
+        "supervisor: the daemon (pid {}) {}; starting a new one on the same mount ({} node "
+        "ids kept, restart {})",
+        pid, Describe(wstatus), saved_.size(), restarts);
+  }
+}
+
+}  // namespace
+
+Status SupervisorLink::HandOver(int fuse_fd, std::string_view init_request,
+                                std::string_view mountpoint) {
+  std::string payload(1, kHandOver);
+  const uint32_t n = static_cast<uint32_t>(init_request.size());
+  payload.append(reinterpret_cast<const char*>(&n), 4);
+  payload.append(init_request);
+  payload.append(mountpoint);
+  iovec iov{payload.data(), payload.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fuse_fd, sizeof(int));
+  for (;;) {
+    if (sendmsg(fd_, &msg, MSG_NOSIGNAL) >= 0) return Status::OK();
+    if (errno != EINTR) return Status::FromErrno("hand-over to the supervisor");
+  }
+}
+
+void SupervisorLink::Record(std::string_view record) {
+  if (broken_.load(std::memory_order_relaxed)) return;
+  for (;;) {
+    if (send(fd_, record.data(), record.size(), MSG_NOSIGNAL) >= 0) return;
+    if (errno == EINTR) continue;
+    LOG_ERROR("the supervisor's channel broke ({}); a crash will not be survived",
+              std::strerror(errno));
+    broken_ = true;
+    return;
+  }
+}
+
+Status Supervise(const SupervisorOptions& options,
+                 const std::function<int(SupervisorLink&)>& daemon) {
+  Supervisor s(options);
+  return s.Run(daemon);
+}
+
+bool RequestResend(int fuse_fd) {
+  fuse_out_header h{};
+  h.len = sizeof(h);
+  h.error = kNotifyResend;
+  h.unique = 0;
+  for (;;) {
+    if (write(fuse_fd, &h, sizeof(h)) == static_cast<ssize_t>(sizeof(h))) return true;
+    if (errno != EINTR) return false;
+  }
+}
+
+}  // namespace stoker
