@@ -233,15 +233,32 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
   // The mount is live once the kernel has finished INIT and answered a stat
   // through us; only then raise read-ahead (INIT would cap it again) and
   // tell the CLI. stat() here waits for the loop started below.
+  //
+  // Under a supervisor the daemon must never access its own mount: a thread
+  // of a killed daemon waiting for a request that the daemon itself had
+  // taken waits uninterruptibly, so the process never finishes dying and no
+  // new daemon can answer. INIT is done by then (StartSupervised, or the
+  // first daemon's), so the device comes from /proc/self/mountinfo instead.
   std::atomic<dev_t> dev{0};
   std::thread readiness([&] {
-    struct stat st;
-    if (stat(mountpoint.c_str(), &st) != 0) {
-      ready.Send(std::string("error: the mount did not come up: ") + std::strerror(errno));
-      return;
+    dev_t d = 0;
+    if (link != nullptr) {
+      Result<dev_t> found = DevOfMount(mountpoint);
+      if (!found.ok()) {
+        ready.Send("error: the mount did not come up: " + found.status().message());
+        return;
+      }
+      d = *found;
+    } else {
+      struct stat st;
+      if (stat(mountpoint.c_str(), &st) != 0) {
+        ready.Send(std::string("error: the mount did not come up: ") + std::strerror(errno));
+        return;
+      }
+      d = st.st_dev;
     }
-    dev = st.st_dev;
-    if (!RaiseReadahead(st.st_dev, kReadaheadKb)) {
+    dev = d;
+    if (!RaiseReadahead(d, kReadaheadKb)) {
       LOG_DEBUG("could not raise read-ahead to {} KiB", kReadaheadKb);
     }
     LOG_INFO("mounted {} at {}", fs.origin->Describe(), mountpoint);
@@ -297,7 +314,11 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   SetDirectIoEnabled(options.cache.direct_io);
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin,
                           MakeOrigin(options.origin, options.origin_options));
-  STOKER_RETURN_IF_ERROR(CheckNesting(options.origin, mountpoint, options.cache.dir));
+  // A restarted daemon must not look at its own mount (see Serve); the
+  // first one checked this.
+  if (restart == nullptr) {
+    STOKER_RETURN_IF_ERROR(CheckNesting(options.origin, mountpoint, options.cache.dir));
+  }
   // With views, fs/ and the cache both see the ViewNamespace over the origin.
   STOKER_ASSIGN_OR_RETURN(ViewMount views, MakeViewMount(raw_origin, options.views,
                                                          options.decode_pool, options.decoder));

@@ -11,9 +11,12 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <sstream>
 #include <string>
 
 #include "util/log.h"
@@ -132,6 +135,37 @@ Status CheckNesting(const std::string& origin, const std::string& mountpoint,
                            "'");
   }
   return Status::OK();
+}
+
+Result<dev_t> DevOfMount(const std::string& mountpoint) {
+  // Fields: id parent MAJ:MIN root mountpoint ...; the mountpoint has ' ',
+  // tab, newline and '\\' escaped as octal.
+  std::string escaped;
+  for (char c : mountpoint) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\%03o", static_cast<unsigned char>(c));
+      escaped += buf;
+    } else {
+      escaped.push_back(c);
+    }
+  }
+  FILE* f = std::fopen("/proc/self/mountinfo", "re");
+  if (f == nullptr) return Status::FromErrno("/proc/self/mountinfo");
+  std::optional<dev_t> found;
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, f) > 0) {
+    std::istringstream in(line);
+    std::string id, parent, majmin, root, mp;
+    if (!(in >> id >> parent >> majmin >> root >> mp) || mp != escaped) continue;
+    unsigned maj = 0, min = 0;
+    if (std::sscanf(majmin.c_str(), "%u:%u", &maj, &min) == 2) found = makedev(maj, min);
+  }
+  free(line);
+  std::fclose(f);
+  if (!found) return Status::NotFound("nothing is mounted at '" + mountpoint + "'");
+  return *found;
 }
 
 bool DetachMount(const std::string& mountpoint) {

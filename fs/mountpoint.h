@@ -27,6 +27,11 @@ Result<std::string> PrepareMountpoint(const std::string& mountpoint);
 Status CheckNesting(const std::string& origin, const std::string& mountpoint,
                     const std::string& cache_dir);
 
+// The device (st_dev) of the newest mount at mountpoint, from
+// /proc/self/mountinfo: never touches the mount itself. ENOENT if nothing
+// is mounted there.
+Result<dev_t> DevOfMount(const std::string& mountpoint);
+
 // Detaches whatever is mounted at mountpoint (umount2 MNT_DETACH, or
 // `fusermount3 -u -z` without the privilege). False if neither worked.
 bool DetachMount(const std::string& mountpoint);
