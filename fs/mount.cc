@@ -402,12 +402,13 @@ Status RunMount(const MountOptions& options) {
       options.log_level == "off") {
     spdlog::set_level(spdlog::level::from_str(options.log_level));
   }
-  if (!options.supervise) {
+  auto unsupervised = [&options] {
     ReadyLine ready(options.ready_fd);
     Status st = RunMountImpl(options, ready, nullptr);
     if (!st.ok()) ready.Send("error: " + st.message());
     return st;
-  }
+  };
+  if (!options.supervise) return unsupervised();
   // Supervise forks, so no other thread may run: stop the log's flusher
   // (each daemon starts its own again).
   spdlog::flush_every(std::chrono::seconds(0));
@@ -417,7 +418,7 @@ Status RunMount(const MountOptions& options) {
   so.after_first_fork = [&options] {
     if (options.ready_fd >= 0) close(options.ready_fd);
   };
-  return Supervise(so, [&options](SupervisorLink& link) {
+  Status st = Supervise(so, [&options](SupervisorLink& link) {
     spdlog::flush_every(std::chrono::seconds(2));
     MountOptions o = options;
     if (link.restart() != nullptr) o.ready_fd = -1;  // said by the first daemon
@@ -432,6 +433,10 @@ Status RunMount(const MountOptions& options) {
     spdlog::default_logger()->flush();
     return st.ok() ? 0 : 1;
   });
+  if (st.code() != EDEADLK) return st;
+  LOG_WARN("no supervisor: {}; a daemon crash will end the mount", st.message());
+  spdlog::flush_every(std::chrono::seconds(2));
+  return unsupervised();
 }
 
 }  // namespace stoker

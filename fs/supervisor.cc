@@ -128,8 +128,8 @@ Status Supervisor::Run(const std::function<int(SupervisorLink&)>& daemon) {
   // Another thread would take the signals blocked here (and their default
   // action), and might hold a lock across the fork.
   if (const int threads = ThreadCount(); threads > 1) {
-    return Status::Error(EINVAL, "the supervisor must run single-threaded (" +
-                                     std::to_string(threads) + " threads)");
+    return Status::Error(EDEADLK, "the supervisor must run single-threaded (" +
+                                      std::to_string(threads) + " threads)");
   }
   sigset_t set, old;
   sigemptyset(&set);

@@ -109,7 +109,8 @@ struct SupervisorOptions {
 
 // Runs daemon(link) in a child process and restarts it as described above.
 // The child exits with daemon's return value. OK if the daemon exited 0;
-// otherwise an error naming how it ended.
+// otherwise an error naming how it ended. EDEADLK, before anything is
+// forked, if the process has more than one thread (a sanitizer's, say).
 Status Supervise(const SupervisorOptions& options,
                  const std::function<int(SupervisorLink&)>& daemon);
 

@@ -418,9 +418,10 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->capture_default_str();
   app->add_flag("-f,--foreground", args->foreground,
                 "Serve in this process, logging to stderr, until unmounted");
-  app->add_flag("--supervise", args->supervise,
-                "Keep the mount across a daemon crash: a supervisor process holds /dev/fuse and "
-                "starts a new daemon on it, so readers see a pause instead of errors");
+  app->add_flag("--supervise,!--no-supervise", args->supervise,
+                "Keep the mount across a daemon crash (the default): a supervisor process holds "
+                "/dev/fuse and starts a new daemon on it, so readers see a pause instead of "
+                "errors; --no-supervise: one process, and a crash leaves the mount dead");
   app->add_option("-o", args->fuse_options,
                   "FUSE mount options, passed through (allow_other,default_permissions); "
                   "repeatable")

@@ -62,7 +62,7 @@ struct MountArgs {
   std::string log_level = "info";
   std::string log_file;
   bool foreground = false;
-  bool supervise = false;  // --supervise (fs/supervisor.h)
+  bool supervise = true;  // --supervise / --no-supervise (fs/supervisor.h)
   bool no_direct_io = false;
   std::vector<std::string> views;             // --view NAME[:OPTIONS], repeatable
   std::string decoder = "auto";               // --decoder auto|cpu|gpu

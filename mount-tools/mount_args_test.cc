@@ -24,6 +24,14 @@ TEST(SplitFuseOptions, SplitsCommaListsAndRepeats) {
   EXPECT_TRUE(SplitFuseOptions({""}).empty());
 }
 
+TEST(ToMountOptions, NoSuperviseTurnsTheSupervisorOff) {
+  MountArgs a = Args();
+  a.supervise = false;
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_FALSE(o->supervise);
+}
+
 TEST(ToMountOptions, Defaults) {
   auto o = ToMountOptions(Args());
   ASSERT_TRUE(o.ok()) << o.status().message();
@@ -37,6 +45,7 @@ TEST(ToMountOptions, Defaults) {
   EXPECT_EQ(o->cache.dir_prefetch_files, 16u);
   EXPECT_EQ(o->cache.io_backend, IoBackendKind::kAuto);
   EXPECT_EQ(o->log_level, "info");
+  EXPECT_TRUE(o->supervise);
   EXPECT_EQ(o->ready_fd, -1);
   EXPECT_EQ(o->decoder.kind, DecoderKind::kAuto);
   EXPECT_TRUE(o->decoder.gpu.library_path.empty());

@@ -326,8 +326,10 @@ class StokerMount:
                 return False
 
         wait_until(live, timeout, what="foreground mount live")
-        self.pid = self.proc.pid
-        assert int(self.stats()["pid"]) == self.proc.pid
+        s = self.stats()
+        # Our child serves, or supervises the daemon that does.
+        assert self.proc.pid in (int(s["pid"]), s.get("supervisor", {}).get("pid")), s
+        self.pid = int(s["pid"])
         return self.proc
 
     def unmount(self, timeout=CMD_TIMEOUT):

@@ -11,7 +11,8 @@ import pytest
 import stoker_testlib as lib
 from stoker_testlib import CHUNK, MIB
 
-ARGS = ["--chunk-size", "1M", "--cache-size", "1G"]
+# A kill -9 here must end the mount: no supervisor (test_supervisor.py).
+ARGS = ["--chunk-size", "1M", "--cache-size", "1G", "--no-supervise"]
 
 
 def make_dataset(origin):

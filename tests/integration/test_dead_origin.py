@@ -22,7 +22,9 @@ import subprocess
 import stoker_testlib as lib
 from stoker_testlib import CHUNK, MIB, with_deadline
 
-ARGS = ["--chunk-size", "1M", "--cache-size", "1G", "--prefetch", "0", "--prefetch-files", "0"]
+# --no-supervise: the origin NAS (an inner stoker) is killed to die for good.
+ARGS = ["--chunk-size", "1M", "--cache-size", "1G", "--prefetch", "0", "--prefetch-files", "0",
+        "--no-supervise"]
 
 
 def make_tree(root, names, size=3 * CHUNK + 5):

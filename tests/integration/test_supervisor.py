@@ -1,4 +1,4 @@
-"""--supervise: a daemon killed with -9 is replaced on the same mount.
+"""--supervise (the default): a daemon killed with -9 is replaced on the same mount.
 
 Readers that keep files and directories open across the kill finish with the
 origin's bytes; a request the dead daemon had taken but not answered is sent
@@ -207,10 +207,13 @@ def test_too_many_crashes_leave_the_mount_dead_for_the_next_mount(mounts, tmp_pa
     m.unmount()
 
 
-def test_without_supervise_a_kill9_still_ends_the_mount(mounts, tmp_path):
+def test_supervised_by_default_and_no_supervise_lets_a_kill9_end_the_mount(mounts, tmp_path):
     origin = tmp_path / "origin"
     make_dataset(origin, n=1, size=MIB)
-    m = mounts.make(origin)
+    default = mounts.make(origin)
+    assert default.stats()["supervisor"]["generation"] == 1
+    default.unmount()
+    m = mounts.make(origin, args=["--chunk-size", "1M", "--no-supervise"])
     assert "supervisor" not in m.stats()
     os.kill(m.pid, signal.SIGKILL)
     lib.wait_until(lambda: not lib.pid_alive(m.pid), 30, what="daemon gone")

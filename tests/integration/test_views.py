@@ -447,7 +447,7 @@ def test_kill9_while_decoding_then_fsck_and_remount(mounts, tmp_path):
     import hashlib
     import signal
     root = big_origin(tmp_path / "origin", shards=3, per_shard=10, seed=7)
-    m = mounts.make(root, args=view_args("decoded"))
+    m = mounts.make(root, args=view_args("decoded", extra=["--no-supervise"]))
     r = lib.stoker("warm", "--view", "decoded", m.mnt)
     assert r.returncode == 0, lib.describe(r)
     lib.wait_until(lambda: m.stats()["view_records_decoded"] > 0, 120, interval=0.02,
@@ -656,7 +656,7 @@ def test_cached_view_is_served_while_the_origin_is_dead(mounts, origin):
     whose server is gone: another stoker mount, killed (ENOTCONN for every
     call, as a dead sshfs or FUSE NAS client gives)."""
     root, jpegs = origin
-    nas = mounts.make(root, args=ARGS)
+    nas = mounts.make(root, args=ARGS + ["--no-supervise"])  # killed to die for good
     m = mounts.make(nas.mnt, args=view_args("decoded", extra=["--revalidate", "0"]))
     view = m.mnt / ".decoded" / "train"
     cached = {name: read(view / name) for name in ("shard-00000-of-00002", "big.jpg.npy")}

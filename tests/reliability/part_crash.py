@@ -30,6 +30,7 @@ def crash(tally, scratch, quick, seed):
     origin, rels, view_ref, view_rels, args, what = dataset(scratch, rng, 40 if quick else 120,
                                                             3 if quick else 6)
     tally.say(f"{cycles} cycles over {what}")
+    args = args + rel.UNSUPERVISED  # each kill must end the mount
     m = scratch.stoker_mount(origin, "c", args)
     repairs = 0
     for cycle in range(1, cycles + 1):

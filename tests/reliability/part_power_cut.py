@@ -26,7 +26,7 @@ def power_cut(tally, scratch, quick, seed):
     disk, dev = rel.loop_ext4(scratch, "ssd", 512 * MIB)
     cache = disk / "cache"
     capacity = sum(sizes.values()) // 2 // MIB * MIB
-    args = ARGS + ["--cache-size", str(capacity)]
+    args = ARGS + rel.UNSUPERVISED + ["--cache-size", str(capacity)]
     tally.say(f"{cycles} cycles over {len(rels)} files, {sum(sizes.values()) // MIB} MiB, "
               f"cache on {dev}, --cache-size {capacity // MIB} MiB")
     m = scratch.stoker_mount(origin, "p", args, cache=cache)

@@ -79,7 +79,7 @@ def one_origin(tally, scratch, o, quick, rng):
     w = sorted(r for r in o.files if r.startswith("w/"))
     tally.say(f"{o.kind}: {len(o.files)} files, {sum(map(len, o.files.values())) // MIB} MiB "
               f"at {o.url}")
-    m = scratch.stoker_mount(o.url, o.kind, MOUNT_ARGS + o.args())
+    m = scratch.stoker_mount(o.url, o.kind, MOUNT_ARGS + o.args() + rel.UNSUPERVISED)
     for cycle in range(1, (2 if quick else 5) + 1):
         daemon_killed(tally, o, m, w, rng, cycle)
     for how in ("kill", "stop"):

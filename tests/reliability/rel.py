@@ -27,6 +27,9 @@ import stoker_testlib as lib  # noqa: E402  (needs the path above)
 
 MIB = lib.MIB
 ARGS = ["--chunk-size", "1M"]
+# For parts whose fault is a kill -9 of the daemon that must end the mount:
+# without it the supervisor (on by default) would start another daemon.
+UNSUPERVISED = ["--no-supervise"]
 
 
 class Tally:
@@ -302,7 +305,8 @@ class Readers:
 def kill_under_readers(tally, m, origin, rels, seed, rng, max_delay, before_kill=None,
                        what="kill -9"):
     """6 comparing readers over rels; after a random delay (up to
-    max_delay s) before_kill() if given, then SIGKILL of m's daemon; checks
+    max_delay s) before_kill() if given, then SIGKILL of m's daemon (mounted
+    with UNSUPERVISED); checks
     every reader returns (else a hang). Returns the delay."""
     readers = Readers(tally, origin, m.mnt, rels, 6, seed=seed).start()
     delay = rng.uniform(0.1, max_delay)
