@@ -1,5 +1,7 @@
 #include "decode/decode_pool.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <new>
 
@@ -94,6 +96,7 @@ double DecodePool::RecentJobsPerSecond() const {
 }
 
 void DecodePool::Run() {
+  pthread_setname_np(pthread_self(), "stoker-decode");  // for top -H, perf and /proc
   for (;;) {
     Task task;
     {

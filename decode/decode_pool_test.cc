@@ -1,6 +1,7 @@
 #include "decode/decode_pool.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -19,6 +20,28 @@ TEST(DecodePoolTest, ThreadsDefaultToTheCoreCount) {
   DecodePool pool(Decoder());
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   EXPECT_EQ(pool.threads(), cores > 0 ? cores : 1);
+}
+
+// The pool's threads are told apart from the FUSE and fetch threads in
+// top -H, perf and /proc/PID/task/*/comm by their name.
+TEST(DecodePoolTest, ThreadsAreNamed) {
+  DecodePool pool(Decoder(), DecodePoolOptions{2});
+  std::vector<std::string> names(4);
+  std::vector<DecodePool::Job> jobs;
+  for (size_t i = 0; i < names.size(); ++i) {
+    jobs.push_back([&names, i] {
+      char name[16] = {};
+      if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0) {
+        return Status::Error(errno, "pthread_getname_np");
+      }
+      names[i] = name;
+      return Status::OK();
+    });
+  }
+  for (const Status& s : pool.RunAll(DecodePriority::kReader, std::move(jobs))) {
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+  for (const std::string& n : names) EXPECT_EQ(n, "stoker-decode");
 }
 
 TEST(DecodePoolTest, RunAllReturnsEveryStatusInOrder) {
