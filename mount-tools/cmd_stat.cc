@@ -118,6 +118,13 @@ std::string FormatStats(const nlohmann::json& s) {
   }
   rows.emplace_back("warm", warm);
   rows.emplace_back("io backend", Text(s, "io_backend"));
+  if (auto sup = s.find("supervisor"); sup != s.end() && sup->is_object()) {
+    rows.emplace_back("supervisor", "pid " + Number(*sup, "pid") + ", daemon pid " +
+                                        Number(s, "pid") + ", " + Number(*sup, "restarts") +
+                                        " restarts after a crash");
+  } else {
+    rows.emplace_back("supervisor", "none (a daemon crash ends the mount)");
+  }
   if (s.contains("views")) {
     std::string names;
     for (const auto& v : s["views"]) {

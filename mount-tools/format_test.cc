@@ -60,6 +60,14 @@ TEST(FormatStats, PrintsEveryRowForPeople) {
   EXPECT_EQ(Row(t, "io backend"), "io_uring");
 }
 
+TEST(FormatStats, SupervisorRow) {
+  nlohmann::json s = {{"pid", 42},
+                      {"supervisor", {{"pid", 41}, {"generation", 3}, {"restarts", 2}}}};
+  EXPECT_EQ(Row(FormatStats(s), "supervisor"), "pid 41, daemon pid 42, 2 restarts after a crash");
+  EXPECT_EQ(Row(FormatStats(nlohmann::json::object()), "supervisor"),
+            "none (a daemon crash ends the mount)");
+}
+
 TEST(FormatStats, ViewRowsOnlyWithViews) {
   EXPECT_EQ(Row(FormatStats(nlohmann::json::object()), "views"), "");
   nlohmann::json s = {{"views", {"decoded", "small"}},
