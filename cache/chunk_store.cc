@@ -55,11 +55,19 @@ Result<std::shared_ptr<DataFile>> ChunkStore::Get(const VersionKey& v, bool crea
 }
 
 Result<std::shared_ptr<DataFile>> ChunkStore::GetLocked(const VersionKey& v, bool create) {
+  if (auto file = FindLocked(v)) return file;
+  STOKER_ASSIGN_OR_RETURN(int fd, OpenFile(v, create));
+  return AdoptLocked(v, fd);
+}
+
+std::shared_ptr<DataFile> ChunkStore::FindLocked(const VersionKey& v) {
   auto it = open_.find(v);
-  if (it != open_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second);
-    return it->second->second;
-  }
+  if (it == open_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+Result<int> ChunkStore::OpenFile(const VersionKey& v, bool create) const {
   std::string rel = RelativePath(v);
   std::string path = dir_ + "/" + rel;
   int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0);
@@ -72,7 +80,12 @@ Result<std::shared_ptr<DataFile>> ChunkStore::GetLocked(const VersionKey& v, boo
     fd = ::open(path.c_str(), flags, 0600);
   }
   if (fd < 0) return Status::FromErrno("open cache data file '" + path + "'");
+  return fd;
+}
+
+std::shared_ptr<DataFile> ChunkStore::AdoptLocked(const VersionKey& v, int fd) {
   auto file = std::make_shared<DataFile>(fd);
+  if (auto other = FindLocked(v)) return other;  // opened meanwhile: ours closes
   lru_.emplace_front(v, file);
   open_[v] = lru_.begin();
   while (lru_.size() > max_open_) {
@@ -84,15 +97,31 @@ Result<std::shared_ptr<DataFile>> ChunkStore::GetLocked(const VersionKey& v, boo
 
 Result<std::shared_ptr<DataFile>> ChunkStore::BeginWrite(const VersionKey& v,
                                                          const std::function<bool()>& refuse) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (refuse && refuse()) return Status::Error(ESTALE, "version is being dropped");
+    // A writer from here on, so UnlinkIfIdle leaves the file alone while
+    // it is created below.
+    writers_[v]++;
+    if (auto file = FindLocked(v)) return file;
+  }
+  // Creating the file (an inode, maybe a directory) is the slow part of a
+  // version's first write: other writers and readers do not wait for it.
+  Result<int> fd = OpenFile(v, true);
   std::lock_guard<std::mutex> l(mu_);
-  if (refuse && refuse()) return Status::Error(ESTALE, "version is being dropped");
-  STOKER_ASSIGN_OR_RETURN(auto file, GetLocked(v, true));
-  writers_[v]++;
-  return file;
+  if (!fd.ok()) {
+    EndWriteLocked(v);
+    return fd.status();
+  }
+  return AdoptLocked(v, *fd);
 }
 
 void ChunkStore::EndWrite(const VersionKey& v) {
   std::lock_guard<std::mutex> l(mu_);
+  EndWriteLocked(v);
+}
+
+void ChunkStore::EndWriteLocked(const VersionKey& v) {
   auto it = writers_.find(v);
   STOKER_CHECK(it != writers_.end() && it->second > 0, "EndWrite without BeginWrite");
   if (--it->second == 0) writers_.erase(it);

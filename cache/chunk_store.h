@@ -10,7 +10,8 @@
 //
 // Writers bracket their writes with BeginWrite/EndWrite; UnlinkIfIdle never
 // unlinks a file with a write in progress, so a chunk is never committed into
-// a file that was just unlinked.
+// a file that was just unlinked. BeginWrite creates a missing file outside the
+// store lock (the writer is registered first).
 //
 // Thread-safety: all methods are thread-safe.
 #pragma once
@@ -83,6 +84,15 @@ class ChunkStore {
   ChunkStore(std::string dir, size_t max_open) : dir_(std::move(dir)), max_open_(max_open) {}
   // REQUIRES: mu_ held.
   Result<std::shared_ptr<DataFile>> GetLocked(const VersionKey& v, bool create);
+  // REQUIRES: mu_ held. v's cached descriptor (made most recent), or null.
+  std::shared_ptr<DataFile> FindLocked(const VersionKey& v);
+  // REQUIRES: mu_ held. Caches fd as v's file and returns it, unless v has
+  // one already (then that, and fd is closed).
+  std::shared_ptr<DataFile> AdoptLocked(const VersionKey& v, int fd);
+  // REQUIRES: mu_ held.
+  void EndWriteLocked(const VersionKey& v);
+  // Opens (or creates, with its directory) v's file; no lock needed.
+  Result<int> OpenFile(const VersionKey& v, bool create) const;
   void Forget(const VersionKey& v);
 
   const std::string dir_;

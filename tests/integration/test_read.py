@@ -230,6 +230,26 @@ def test_big_directory_listing(mnt, tree):
         assert with_deadline(lib.read_file, mp(mnt, f"bigdir/{name}")) == b"%d\n" % i
 
 
+def test_a_listing_gives_every_entry_a_node(mounts, tmp_path):
+    """A loader that lists a directory and then opens its files needs no
+    LOOKUP per file: every entry of the listing arrives with its attributes
+    and node (READDIRPLUS throughout, not only the first buffer), which the
+    daemon's inode table shows right after a plain listdir (no stat)."""
+    origin = tmp_path / "origin"
+    (origin / "d").mkdir(parents=True)
+    n = 4000  # many READDIRPLUS buffers
+    for i in range(n):
+        (origin / "d" / f"file_{i:05d}").write_bytes(b"%d" % i)
+    m = mounts.make(origin)
+    before = m.stats()["inodes"]
+    names = with_deadline(os.listdir, os.path.join(m.mnt, "d"))
+    assert len(names) == n
+    assert m.stats()["inodes"] - before >= n
+    for name in names[::397]:
+        assert with_deadline(lib.read_file, os.path.join(m.mnt, "d", name)) == \
+            b"%d" % int(name[5:])
+
+
 def test_many_files_under_a_low_descriptor_limit(module_mounts, tree):
     """A daemon limited to 1024 descriptors serves all 10k files of bigdir,
     twice (cold, then with kernel caches dropped so FORGETs and fresh
