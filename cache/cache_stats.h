@@ -30,6 +30,9 @@ struct CacheCounters {
   std::atomic<uint64_t> origin_changes{0};     // of those, found a changed file
   std::atomic<uint64_t> checksum_failures{0};  // cached chunks found corrupt
   std::atomic<uint64_t> origin_errors{0};
+  // Revalidations and lookups of cached files answered from the cache, not
+  // asked, while the origin was unreachable (OriginBackoff).
+  std::atomic<uint64_t> revalidations_skipped{0};
   std::atomic<uint64_t> errors{0};                // all errors returned to readers
   std::atomic<uint64_t> collapsed_misses{0};      // readers that waited on another's fetch
   std::atomic<uint64_t> prefetched_chunks{0};     // fetched from the origin ahead of a reader

@@ -140,7 +140,9 @@ std::string DescribeRequest(const HttpRequest& req) {
 }
 
 HttpClient::HttpClient(Options options)
-    : options_(std::move(options)), rng_(std::random_device{}()) {
+    : options_(std::move(options)),
+      backoff_(static_cast<int64_t>(options_.backoff_s) * 1000000000),
+      rng_(std::random_device{}()) {
   std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
@@ -245,6 +247,13 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& req) {
     Result<HttpResponse> r = Attempt(h, req, &retry);
     if (!retry || attempt >= retries) {
       Release(h);
+      if (!r.ok()) {
+        backoff_.Record(r.status());
+      } else if (RetryPolicy::RetryableStatus(r->status)) {
+        backoff_.Record(Status::IOError("HTTP " + std::to_string(r->status)));
+      } else {
+        backoff_.Record(Status::OK());
+      }
       if (!r.ok() && attempt > 0) {
         return Status::Error(r.status().code(), r.status().message() + " (after " +
                                                     std::to_string(attempt + 1) + " attempts)");

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/origin_backoff.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -90,6 +91,10 @@ class HttpClient {
     // Default: 30.
     long stall_timeout_s = 30;
     RetryPolicy retry;
+    // Seconds after a request failed to reach the server during which
+    // callers holding an answer give it instead of asking (OriginBackoff).
+    // 0 = never. Default: 5.
+    long backoff_s = 5;
   };
 
   explicit HttpClient(Options options);
@@ -104,6 +109,10 @@ class HttpClient {
   Result<HttpResponse> Perform(const HttpRequest& req);
 
   const Options& options() const { return options_; }
+  // Whether the server answers, told by every Perform's outcome: a
+  // transport failure or a retryable status (5xx, 429) after the last
+  // attempt is no answer; any other response is one.
+  OriginBackoff& backoff() { return backoff_; }
 
  private:
   void* Acquire();
@@ -112,6 +121,7 @@ class HttpClient {
   Result<HttpResponse> Attempt(void* handle, const HttpRequest& req, bool* retry);
 
   const Options options_;
+  OriginBackoff backoff_;
   std::mutex mu_;
   std::vector<void*> idle_;  // GUARDED_BY(mu_): CURL* kept with their connections
   std::mt19937_64 rng_;      // GUARDED_BY(mu_)

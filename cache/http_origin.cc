@@ -21,6 +21,7 @@ HttpClient::Options ClientOptions(const OriginOptions& o) {
   c.connect_timeout_s = o.connect_timeout_s;
   c.stall_timeout_s = o.stall_timeout_s;
   c.retry.max_retries = o.retries;
+  c.backoff_s = o.backoff_seconds;
   return c;
 }
 
@@ -172,6 +173,8 @@ Result<struct stat> HttpOrigin::Stat(const std::string& path) {
     if (found == nullptr) return Status::NotFound(base_ + path + ": No such file or directory");
     if (found->is_dir) return StatOf(path, *found);
   }
+  // Backing off: a directory seen before is not asked about again.
+  if (listings_.KnownDir(path) && client_->backoff().AnswerFromHeld()) return StatOf(path, dir);
   Result<RemoteEntry> e = Head(path);
   if (!e.ok()) {
     // Down: a directory seen before still resolves (the cache serves the
@@ -198,13 +201,8 @@ Status HttpOrigin::ReadDir(const std::string& path,
                            base_ + path + ": not a directory of the manifest");
     }
   } else {
-    Result<ListingCache::Listing> listed = List(path);
-    if (listed.ok()) {
-      listing = *listed;
-    } else if (IsOriginUnavailable(listed.status().code())) {
-      listing = listings_.Get(path, /*stale=*/true);
-    }
-    if (!listing) return listed.status();
+    STOKER_ASSIGN_OR_RETURN(
+        listing, listings_.ListOrKept(path, client_->backoff(), [&] { return List(path); }));
     entries = listing.get();
   }
   OriginDirEntry out;

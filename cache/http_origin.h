@@ -48,6 +48,7 @@ class HttpOrigin final : public Origin {
   Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override;
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override;
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
+  OriginBackoff* backoff() override { return &client_->backoff(); }
 
  private:
   HttpOrigin(std::string base, const OriginOptions& options, std::optional<Manifest> manifest);

@@ -7,7 +7,9 @@
 #include <functional>
 
 #include "cache/direct_io.h"
+#include "cache/index_format.h"
 #include "cache/object_cache_impl.h"
+#include "cache/origin_backoff.h"
 #include "util/checksum.h"
 #include "util/log.h"
 
@@ -373,6 +375,41 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenForDerived(const std::string& p
   return OpenAs(path, false, Opener::kBackground);
 }
 
+bool ObjectCacheImpl::OriginBackingOff(const ObjectVersion& v) {
+  OriginBackoff* b = origin_->backoff();
+  if (b == nullptr || !b->unreachable()) return false;
+  // A file held in part will need the origin for the rest: its open asks,
+  // so that it reads the version the origin has now, not a stale one that
+  // fails (ESTALE) where it is not cached.
+  uint64_t held = 0;
+  Status s = index_->ForEachPrefix(VersionChunkPrefix(v.key), [&](auto, auto) {
+    held++;
+    return true;
+  });
+  return s.ok() && held == v.chunks && b->AnswerFromHeld();
+}
+
+std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bool origin_failed) {
+  // Every lookup comes here: while the origin answers, at no cost.
+  OriginBackoff* b = origin_->backoff();
+  if (!origin_failed && (b == nullptr || !b->unreachable())) return std::nullopt;
+  std::shared_ptr<ObjectVersion> v;
+  {
+    std::lock_guard<std::mutex> l(objects_mu_);
+    auto it = objects_.find(path);
+    if (it != objects_.end()) v = it->second.version;
+  }
+  if (!v) {
+    auto r = index_->GetObject(path);
+    if (!r.ok() || !r->has_value()) return std::nullopt;
+    v = MakeVersion(path, **r);
+  }
+  // Asked only for a held file: a probe that would not be sent is no probe.
+  if (!origin_failed && !OriginBackingOff(*v)) return std::nullopt;
+  counters_.revalidations_skipped++;
+  return v->st;
+}
+
 Result<std::optional<std::string>> ObjectCacheImpl::GetDerived(const OpenFileState& file,
                                                                const std::string& name) {
   return index_->GetDerived(file.version->key, name);
@@ -463,6 +500,14 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     }
   }
 
+  if (known && !force && !(entry && entry->version->changed_at_origin)) {
+    std::shared_ptr<ObjectVersion> held = entry ? entry->version : MakeVersion(path, *known);
+    if (OriginBackingOff(*held)) {
+      counters_.revalidations_skipped++;
+      if (!entry) entry = ObjectEntry{*known, held, false};
+      return finish();
+    }
+  }
   counters_.revalidations++;
   auto st = origin_->Stat(path);
   if (!st.ok()) {
@@ -548,6 +593,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   STOKER_COUNTER(origin_changes)
   STOKER_COUNTER(checksum_failures)
   STOKER_COUNTER(origin_errors)
+  STOKER_COUNTER(revalidations_skipped)
   STOKER_COUNTER(errors)
   STOKER_COUNTER(collapsed_misses)
   STOKER_COUNTER(prefetched_chunks)
@@ -576,6 +622,10 @@ nlohmann::json ObjectCacheImpl::Stats() {
   j["run_buffers_allocated"] = RunBufferPool().allocated();
   j["io_backend"] = io_->Name();
   j["origin"] = origin_->Describe();
+  if (OriginBackoff* b = origin_->backoff()) {
+    j["origin_unreachable"] = b->unreachable();
+    j["origin_unreachable_episodes"] = b->episodes();
+  }
   j["cache_dir"] = options_.dir;
   uint64_t read = c.bytes_read.load();
   j["hit_ratio"] = read ? static_cast<double>(c.cache_hit_bytes.load()) / read : 0.0;

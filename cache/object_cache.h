@@ -29,6 +29,9 @@
 //   bounds the bytes waiting; past it, chunks are stored before Read returns).
 // - If the origin cannot be reached (IsOriginUnavailable), cached chunks of
 //   the last known version keep being served; uncached ranges fail with EIO.
+//   For a while after such a failure (OriginBackoff), opens of cached files
+//   are answered without asking the origin again: one waits out the
+//   timeouts, not each.
 // - No space (quota or cache filesystem full): data is served from the origin
 //   without being cached; never an error to the reader.
 //
@@ -115,6 +118,13 @@ class ObjectCache {
   // Opens path for reading, revalidating its identity with the origin if the
   // last check is older than revalidate_seconds (or force_revalidate).
   virtual Result<Opened> Open(const std::string& path, bool force_revalidate) = 0;
+
+  // The attributes of path's cached version, for a lookup to be answered
+  // without the origin: while the origin backs off (Origin::backoff()), or
+  // with origin_failed (a request just failed to reach it). nullopt: the
+  // cache holds no version of path, or the origin should be asked. Never
+  // asks the origin; counts revalidations_skipped.
+  virtual std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed) = 0;
 
   // Opens path as the cache's own background work does (warm, prefetch):
   // for a derived object (a decoded view) reading its source. A change

@@ -189,6 +189,7 @@ class ObjectCacheImpl final : public ObjectCache {
 
   Result<Opened> Open(const std::string& path, bool force_revalidate) override;
   Result<Opened> OpenForDerived(const std::string& path) override;
+  std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed) override;
   Result<std::optional<std::string>> GetDerived(const OpenFileState& file,
                                                 const std::string& name) override;
   Status PutDerived(const OpenFileState& file, const std::string& name,
@@ -212,6 +213,9 @@ class ObjectCacheImpl final : public ObjectCache {
   // must neither report a change nor claim the kernel holds pages.
   enum class Opener { kFs, kBackground };
   Result<Opened> OpenAs(const std::string& path, bool force_revalidate, Opener who);
+  // Whether v, held whole, is to be given without asking the origin
+  // (Origin::backoff()).
+  bool OriginBackingOff(const ObjectVersion& v);
 
   // object_cache.cc
   // Re-measures the index's files (and the lock file) on disk.

@@ -353,6 +353,70 @@ TEST_F(ObjectCacheTest, UnreachableOriginKeepsServingCachedChunks) {
   EXPECT_EQ(ReadRange(*cache, *again, 2 * kCs, 10), data.substr(2 * kCs, 10));
 }
 
+TEST_F(ObjectCacheTest, BackingOffOriginIsNotAskedAboutCachedFiles) {
+  const std::string data = Pattern(3 * kCs, 2);
+  Put("a", data);
+  Put("b", Pattern(kCs, 3));
+  const std::string part = Pattern(3 * kCs, 5);
+  Put("part", part);
+  int64_t now = 0;
+  constexpr int64_t kBackoff = 5000000000;
+  origin_->UseBackoff(kBackoff, [&] { return now; });
+  options_.revalidate_seconds = 0;
+  options_.dir_prefetch_files = 0;  // no background Stat of b
+  auto cache = OpenCache();
+  ASSERT_EQ(ReadAll(*cache, "a"), data);
+  auto held_in_part = cache->Open("part", false);
+  ASSERT_TRUE(held_in_part.ok());
+  ASSERT_EQ(ReadRange(*cache, *held_in_part, 0, kCs), part.substr(0, kCs));
+
+  origin_->SetFailure(ETIMEDOUT);
+  int asked = origin_->stat_calls();
+  ASSERT_EQ(ReadAll(*cache, "a"), data);  // asks, fails, serves the cached version
+  EXPECT_EQ(origin_->stat_calls(), ++asked);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(ReadAll(*cache, "a"), data);
+    std::optional<struct stat> st = cache->HeldAttr("a", false);
+    ASSERT_TRUE(st.has_value());
+    EXPECT_EQ(st->st_size, static_cast<off_t>(data.size()));
+  }
+  EXPECT_EQ(origin_->stat_calls(), asked);
+  EXPECT_EQ(cache->counters().revalidations_skipped.load(), 20u);
+  EXPECT_EQ(cache->Stats()["origin_unreachable"], true);
+
+  // Held in part: asked (the rest needs the origin), then served as held.
+  EXPECT_FALSE(cache->HeldAttr("part", false).has_value());
+  auto o_part = cache->Open("part", false);
+  ASSERT_TRUE(o_part.ok()) << o_part.status().message();
+  EXPECT_EQ(ReadRange(*cache, *o_part, 0, kCs), part.substr(0, kCs));
+  EXPECT_EQ(origin_->stat_calls(), ++asked);
+
+  // Nothing held: still asked, and the failure is the reader's.
+  EXPECT_FALSE(cache->HeldAttr("b", false).has_value());
+  EXPECT_EQ(cache->Open("b", false).status().code(), ETIMEDOUT);
+  EXPECT_EQ(origin_->stat_calls(), ++asked);
+
+  // Once the back-off has passed, one open asks again (and is served).
+  now += kBackoff;
+  ASSERT_EQ(ReadAll(*cache, "a"), data);
+  EXPECT_EQ(origin_->stat_calls(), ++asked);
+  ASSERT_EQ(ReadAll(*cache, "a"), data);
+  EXPECT_EQ(origin_->stat_calls(), asked);
+
+  // Back, with a changed file: the first answer ends the back-off, and the
+  // next open of the changed file gets its new version, never a mix.
+  const std::string v2 = Pattern(2 * kCs + 5, 4);
+  Put("a", v2);
+  origin_->SetFailure(0);
+  ASSERT_TRUE(cache->Open("b", false).ok());
+  EXPECT_EQ(cache->Stats()["origin_unreachable"], false);
+  auto o = cache->Open("a", false);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_TRUE(o->changed);
+  EXPECT_EQ(ReadAll(*cache, "a"), v2);
+  EXPECT_EQ(cache->Stats()["origin_unreachable_episodes"], 1u);
+}
+
 // An origin reached through a symlink that can be pointed at a copy of it on
 // another filesystem (as cp -a to a tmpfs mounted in its place would give:
 // same bytes and mtimes, new st_dev, st_ino and ctime).

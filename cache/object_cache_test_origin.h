@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 
 #include "cache/origin.h"
+#include "cache/origin_backoff.h"
 
 namespace stoker::testing {
 
@@ -26,11 +28,21 @@ class ControlledOrigin : public Origin {
     cv_.notify_all();
   }
   int waiting() const { return waiting_.load(); }
+  // Gives the origin a back-off that its Stat calls report to, as a remote
+  // origin's requests do.
+  void UseBackoff(int64_t backoff_ns, OriginBackoff::Clock clock) {
+    backoff_ = std::make_unique<OriginBackoff>(backoff_ns, std::move(clock));
+  }
+  int stat_calls() const { return stat_calls_.load(); }
+  OriginBackoff* backoff() override { return backoff_.get(); }
 
   std::string Describe() const override { return "controlled:" + inner_->Describe(); }
   Result<struct stat> Stat(const std::string& path) override {
-    if (int f = fail_.load()) return Down(f);
-    return inner_->Stat(path);
+    stat_calls_++;
+    Result<struct stat> st =
+        fail_.load() ? Result<struct stat>(Down(fail_.load())) : inner_->Stat(path);
+    if (backoff_) backoff_->Record(st.ok() ? Status::OK() : st.status());
+    return st;
   }
   Status ReadDir(const std::string& path,
                  const std::function<bool(const OriginDirEntry&)>& fn) override {
@@ -88,6 +100,8 @@ class ControlledOrigin : public Origin {
   std::condition_variable cv_;
   bool gate_closed_ = false;
   std::atomic<int> waiting_{0};
+  std::unique_ptr<OriginBackoff> backoff_;
+  std::atomic<int> stat_calls_{0};
 };
 
 }  // namespace stoker::testing

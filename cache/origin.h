@@ -89,6 +89,8 @@ class OriginFile {
   virtual Result<OriginIdentity> Identity() = 0;
 };
 
+class OriginBackoff;
+
 class Origin {
  public:
   virtual ~Origin() = default;
@@ -120,6 +122,11 @@ class Origin {
   virtual Status CheckRead(const std::string& path, uint64_t off, uint64_t len) {
     return Status::OK();
   }
+  // Whether the origin answers now, for callers that hold an answer of
+  // their own (a cached file's version, a listed directory) and should give
+  // it, not wait for an unreachable server (cache/origin_backoff.h).
+  // Default: nullptr = always ask (a local origin fails fast).
+  virtual OriginBackoff* backoff() { return nullptr; }
 };
 
 OriginIdentity IdentityFromStat(const struct stat& st);
@@ -157,6 +164,11 @@ struct OriginOptions {
   long connect_timeout_s = 10;
   long stall_timeout_s = 30;
   int retries = 5;
+  // Seconds after a request failed to reach the server during which
+  // lookups, opens and listings the cache can answer (cached files,
+  // directories listed before) are answered without asking it, once per
+  // such period one of them asks (OriginBackoff). 0 = always ask. Default: 5.
+  long backoff_seconds = 5;
 };
 
 // Makes the origin named by spec: an absolute or relative directory path

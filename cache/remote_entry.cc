@@ -4,6 +4,7 @@
 
 #include <string_view>
 
+#include "cache/origin.h"
 #include "util/checksum.h"
 
 namespace stoker {
@@ -58,6 +59,15 @@ void ListingCache::NoteDir(const std::string& path) {
   std::lock_guard<std::mutex> l(mu_);
   if (known_dirs_.size() >= max_dirs_ * 16) known_dirs_.clear();
   known_dirs_[path] = true;
+}
+
+Result<ListingCache::Listing> ListingCache::ListOrKept(
+    const std::string& dir, OriginBackoff& backoff, const std::function<Result<Listing>()>& list) {
+  Listing kept = Get(dir, /*stale=*/true);
+  if (kept && backoff.AnswerFromHeld()) return kept;
+  Result<Listing> listed = list();
+  if (listed.ok() || !kept || !IsOriginUnavailable(listed.status().code())) return listed;
+  return kept;
 }
 
 bool ListingCache::KnownDir(const std::string& path) {

@@ -18,12 +18,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "cache/origin_backoff.h"
+#include "util/status.h"
 
 namespace stoker {
 
@@ -56,6 +60,11 @@ class ListingCache {
   void NoteDir(const std::string& path);
   // Whether path was seen as a directory, or is one in a kept listing.
   bool KnownDir(const std::string& path);
+  // The listing of dir for a ReadDir: a kept one (of any age) while backoff
+  // says to answer from held data, else list()'s, or a kept one where list()
+  // could not reach the server.
+  Result<Listing> ListOrKept(const std::string& dir, OriginBackoff& backoff,
+                             const std::function<Result<Listing>()>& list);
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -25,6 +25,7 @@ HttpClient::Options ClientOptions(const OriginOptions& o) {
   c.connect_timeout_s = o.connect_timeout_s;
   c.stall_timeout_s = o.stall_timeout_s;
   c.retry.max_retries = o.retries;
+  c.backoff_s = o.backoff_seconds;
   return c;
 }
 
@@ -260,6 +261,8 @@ Result<struct stat> S3Origin::Stat(const std::string& path) {
     }
     return Status::NotFound(Name(path) + ": No such file or directory");
   }
+  // Backing off: a directory seen before is not asked about again.
+  if (listings_.KnownDir(path) && client_->backoff().AnswerFromHeld()) return StatOf(path, dir);
   Result<RemoteEntry> head = Head(path);
   if (head.ok()) return StatOf(path, *head);
   // Down: a directory seen before still resolves (the cache serves the
@@ -284,14 +287,9 @@ Result<struct stat> S3Origin::Stat(const std::string& path) {
 Status S3Origin::ReadDir(const std::string& path,
                          const std::function<bool(const OriginDirEntry&)>& fn) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
-  Result<ListingCache::Listing> listed = List(path);
-  ListingCache::Listing listing;
-  if (listed.ok()) {
-    listing = *listed;
-  } else if (IsOriginUnavailable(listed.status().code())) {
-    listing = listings_.Get(path, /*stale=*/true);
-  }
-  if (!listing) return listed.status();
+  STOKER_ASSIGN_OR_RETURN(
+      ListingCache::Listing listing,
+      listings_.ListOrKept(path, client_->backoff(), [&] { return List(path); }));
   OriginDirEntry out;
   for (const RemoteEntry& e : *listing) {
     out.name = e.name;

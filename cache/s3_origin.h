@@ -51,6 +51,7 @@ class S3Origin final : public Origin {
   Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override;
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override;
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
+  OriginBackoff* backoff() override { return &client_->backoff(); }
 
  private:
   struct Config {

@@ -277,12 +277,19 @@ fuse_lowlevel_ops MakeOps() {
 }  // namespace
 
 Result<struct stat> AttrOf(FsContext& fs, const std::string& path) {
+  // While the origin backs off, a cached file is not asked about: each
+  // lookup would wait out its timeouts (a derived file's Stat opens its
+  // source through the cache, which answers the same way).
+  if (!fs.origin->IsDerived(path)) {
+    if (std::optional<struct stat> held = fs.cache->HeldAttr(path, false)) return *held;
+  }
   Result<struct stat> st = fs.origin->Stat(path);
   if (st.ok() || !IsOriginUnavailable(st.status().code())) return st;
-  Result<ObjectCache::Opened> cached = fs.cache->Open(path, false);
-  if (!cached.ok() || !S_ISREG(cached->st.st_mode)) return st.status();
+  fs.cache->counters().origin_errors++;
+  std::optional<struct stat> held = fs.cache->HeldAttr(path, true);
+  if (!held || !S_ISREG(held->st_mode)) return st.status();
   LOG_DEBUG("origin unreachable for '{}'; using the cached version's attributes", path);
-  return cached->st;
+  return *held;
 }
 
 }  // namespace stoker::fuse_ops

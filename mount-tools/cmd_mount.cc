@@ -303,6 +303,12 @@ Status ToOriginOptions(const MountArgs& args, uint64_t revalidate_seconds, Origi
   o->connect_timeout_s = static_cast<long>(connect);
   o->stall_timeout_s = static_cast<long>(stall);
   o->retries = static_cast<int>(retries);
+  STOKER_ASSIGN_OR_RETURN(uint64_t backoff,
+                          ParseWholeNumber("--origin-backoff", args.origin_backoff, "seconds"));
+  if (backoff > 3600) {
+    return Status::Invalid("--origin-backoff " + args.origin_backoff + ": at most 3600 seconds");
+  }
+  o->backoff_seconds = static_cast<long>(backoff);
   return Status::OK();
 }
 
@@ -465,6 +471,11 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--origin-retries", args->origin_retries,
                   "Remote origins: retries of a failed request (exponential backoff)")
+      ->capture_default_str();
+  app->add_option("--origin-backoff", args->origin_backoff,
+                  "Remote origins: seconds after a request found the server unreachable during "
+                  "which cached files and listed directories are served without asking it "
+                  "(0: always ask)")
       ->capture_default_str();
   app->add_option("--log-file", args->log_file,
                   "Log here instead of CACHE_DIR/stoker.log (or stderr with --foreground)");

@@ -75,6 +75,7 @@ struct MountArgs {
   std::string origin_connect_timeout = "10";  // seconds
   std::string origin_stall_timeout = "30";    // seconds
   std::string origin_retries = "5";
+  std::string origin_backoff = "5";  // seconds
 };
 
 // Chunk sizes the cache accepts: a multiple of 4096 in [64 KiB, 64 MiB].

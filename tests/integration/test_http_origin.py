@@ -7,11 +7,14 @@ empty and 1-byte files, names that need URL encoding), both listing
 formats and the manifest, 403 -> EACCES and 404 -> ENOENT, a changed file
 seen after revalidation, the server killed mid-read and restarted (EIO or
 right bytes, never a hang; cached data served while it is down; stat counts
-origin errors), and bad input refused at mount time in one line.
+origin errors), the server stopped (SIGSTOP: cached files are not asked
+about per open while the origin backs off; recovery after SIGCONT), and bad
+input refused at mount time in one line.
 """
 
 import errno
 import os
+import signal
 
 import pytest
 
@@ -381,6 +384,115 @@ def test_stalled_transfer_gives_eio_not_a_hang(mounts, proxy, tree):
     proxy.rules.clear()  # the server answers again: the same file reads right
     got = with_deadline(lib.read_file, os.path.join(m.mnt, "sizes", "2chunk+1"))
     assert got == (tree / "sizes" / "2chunk+1").read_bytes()
+
+
+class StoppableNginx(rs.Nginx):
+    """An nginx of its own over d/{cached,uncached,changing}, stopped and
+    continued with SIGSTOP/SIGCONT (stopped, it neither answers nor refuses)."""
+
+    def __init__(self, tmp_path):
+        root = tmp_path / "tree"
+        rng = lib.seeded("http_origin.stopped")
+        for name in ("cached", "uncached", "changing"):
+            lib.write_random(root / "d" / name, 2 * CHUNK + 3, rng)
+        super().__init__(root, tmp_path / "nginx")
+        self.stopped = False
+
+    def signal(self, sig):
+        os.killpg(self.proc.pid, sig)
+        self.stopped = sig == signal.SIGSTOP
+
+    def change(self, name, data):
+        f = self.root / "d" / name
+        tmp = f.with_name("." + f.name + ".new")
+        tmp.write_bytes(data)
+        st = f.stat()
+        os.utime(tmp, (st.st_atime + 5, st.st_mtime + 5))  # a new ETag even within a second
+        os.rename(tmp, f)
+
+
+@pytest.fixture
+def stoppable(tmp_path):
+    server = StoppableNginx(tmp_path)
+    try:
+        yield server.start()
+    finally:
+        if server.stopped:
+            server.signal(signal.SIGCONT)
+        server.stop()
+
+
+STOPPED_ARGS = ARGS + ["--origin-stall-timeout", "1", "--origin-retries", "1", "--prefetch", "0",
+                       "--prefetch-files", "0"]
+V2 = lib.seeded("http_origin.stopped.v2").randbytes(3 * CHUNK + 7)
+
+
+def test_stopped_server_is_not_asked_per_open_of_a_cached_file(mounts, stoppable):
+    """The first request that times out starts the origin's back-off; then
+    lookups, opens and listings of what the cache holds are answered
+    without a request each (counted at a proxy in front of the server),
+    while an uncached read still asks and ends in EIO. The first answer
+    after SIGCONT ends the back-off, and a file changed meanwhile is read
+    new."""
+    from fault_proxy import running
+    root = stoppable.root
+    with running(stoppable.port) as proxy:
+        # A back-off longer than the test: no probe, so the counts are exact.
+        m = mounts.make(f"{proxy.url}/json/", args=STOPPED_ARGS + ["--origin-backoff", "3600"])
+        d = os.path.join(m.mnt, "d")
+        cached, uncached, changing = (os.path.join(d, n)
+                                      for n in ("cached", "uncached", "changing"))
+        want = (root / "d" / "cached").read_bytes()
+        old = (root / "d" / "changing").read_bytes()
+        names = sorted(with_deadline(os.listdir, d))
+        assert with_deadline(lib.read_file, cached) == want
+        assert with_deadline(lib.read_file, changing) == old
+
+        stoppable.signal(signal.SIGSTOP)
+        # The first lookup waits out the timeouts, then is served from the cache.
+        assert with_deadline(lib.read_file, cached, timeout=120) == want
+        asked = sum(proxy.seen.values())
+        for _ in range(20):
+            assert with_deadline(lib.read_file, cached, timeout=120) == want
+            assert with_deadline(os.stat, cached, timeout=120).st_size == len(want)
+            assert sorted(with_deadline(os.listdir, d, timeout=120)) == names
+        assert sum(proxy.seen.values()) == asked, proxy.seen
+        stats = m.stats()
+        assert stats["origin_unreachable"] is True
+        assert stats["revalidations_skipped"] >= 40
+
+        with pytest.raises(OSError) as e:  # nothing cached: it asks, and fails
+            with_deadline(lib.read_file, uncached, timeout=120)
+        assert e.value.errno == errno.EIO
+        assert sum(proxy.seen.values()) > asked
+
+        stoppable.change("changing", V2)
+        assert with_deadline(lib.read_file, changing, timeout=120) == old  # the held version
+
+        stoppable.signal(signal.SIGCONT)
+        # An uncached read reaches the server: the back-off ends at once.
+        assert with_deadline(lib.read_file, uncached) == (root / "d" / "uncached").read_bytes()
+        assert m.stats()["origin_unreachable"] is False
+        assert with_deadline(lib.read_file, changing) == V2
+        assert m.stats()["origin_unreachable_episodes"] == 1
+
+
+def test_backoff_probe_finds_a_stopped_server_back(mounts, stoppable):
+    """Only cached files are read while the server is stopped and after it
+    is back: once a back-off has passed one open asks again (a probe), so a
+    file changed meanwhile is read new after SIGCONT without any other
+    traffic ending the back-off."""
+    m = mounts.make(f"{stoppable.url}/json/", args=STOPPED_ARGS + ["--origin-backoff", "1"])
+    changing = os.path.join(m.mnt, "d", "changing")
+    old = (stoppable.root / "d" / "changing").read_bytes()
+    assert with_deadline(lib.read_file, changing) == old
+    stoppable.signal(signal.SIGSTOP)
+    assert with_deadline(lib.read_file, changing, timeout=120) == old
+    stoppable.change("changing", V2)
+    stoppable.signal(signal.SIGCONT)
+    lib.wait_until(lambda: with_deadline(lib.read_file, changing) == V2, timeout=120,
+                   interval=0.5, what="the changed file read new")
+    assert m.stats()["origin_unreachable"] is False
 
 
 def test_server_that_never_answers_is_refused_at_mount(stoker_bin, tmp_path):

@@ -6,7 +6,9 @@ empty and 1-byte objects, keys with blanks, unicode and characters that need
 URL encoding), nested prefixes and keys no path can name, listings of more
 keys than one page (1000 by default, and a page size of 7), an object
 changed between revalidations (new ETag, new content) and deleted (ENOENT),
-the server killed mid-read and restarted, and bad input refused at mount
+the server killed mid-read and restarted, the server stopped (SIGSTOP:
+cached objects are not asked about per open while the origin backs off),
+and bad input refused at mount
 time in one line (no bucket, no prefix, no server, bad URL, unknown keys),
 with the secret key in no message, log or stat output.
 """
@@ -14,6 +16,7 @@ with the secret key in no message, log or stat output.
 import errno
 import json
 import os
+import signal
 
 import pytest
 
@@ -399,3 +402,51 @@ def test_stalling_server_gives_eio_while_cached_data_is_served(mounts, proxy, ob
     assert m.stats()["origin_errors"] > 0
     proxy.rules.clear()
     assert with_deadline(lib.read_file, big) == objs["big"]
+
+
+def test_stopped_server_is_not_asked_per_open_of_a_cached_object(aws_env, mounts, tmp_path):
+    """moto stopped (SIGSTOP): after the first request that times out,
+    lookups, opens and listings of what the cache holds are answered
+    without a request each (counted at a proxy in front of moto); an
+    uncached object still ends in EIO; after SIGCONT it reads right."""
+    from fault_proxy import running
+    server = rs.Moto(tmp_path / "moto")
+    rng = lib.seeded("s3_origin.stopped")
+    data = {"d/cached": rng.randbytes(2 * CHUNK + 3), "d/uncached": rng.randbytes(CHUNK + 1)}
+    stopped = False
+    try:
+        server.start()
+        client = server.client()
+        client.create_bucket(Bucket=BUCKET)
+        for key, body in data.items():
+            client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{key}", Body=body)
+        with running(server.port) as proxy:
+            m = mounts.make(f"s3://{BUCKET}/{PREFIX}", args=ARGS + [
+                "--s3-endpoint", proxy.url, "--origin-stall-timeout", "1", "--origin-retries",
+                "1", "--prefetch", "0", "--prefetch-files", "0", "--origin-backoff", "3600"])
+            d = os.path.join(m.mnt, "d")
+            cached, uncached = os.path.join(d, "cached"), os.path.join(d, "uncached")
+            names = sorted(with_deadline(os.listdir, d))
+            assert with_deadline(lib.read_file, cached) == data["d/cached"]
+
+            os.killpg(server.proc.pid, signal.SIGSTOP)
+            stopped = True
+            assert with_deadline(lib.read_file, cached, timeout=120) == data["d/cached"]
+            asked = sum(proxy.seen.values())
+            for _ in range(10):
+                assert with_deadline(lib.read_file, cached, timeout=120) == data["d/cached"]
+                assert sorted(with_deadline(os.listdir, d, timeout=120)) == names
+            assert sum(proxy.seen.values()) == asked, proxy.seen
+            assert m.stats()["origin_unreachable"] is True
+            with pytest.raises(OSError) as e:
+                with_deadline(lib.read_file, uncached, timeout=120)
+            assert e.value.errno == errno.EIO
+
+            os.killpg(server.proc.pid, signal.SIGCONT)
+            stopped = False
+            assert with_deadline(lib.read_file, uncached) == data["d/uncached"]
+            assert m.stats()["origin_unreachable"] is False
+    finally:
+        if stopped:
+            os.killpg(server.proc.pid, signal.SIGCONT)
+        server.stop()
