@@ -17,8 +17,11 @@
 #include <ctime>
 #include <filesystem>
 #include <string_view>
+#include <type_traits>
 
 #include "cache/direct_io.h"
+#include "cache/origin_backoff.h"
+#include "cache/stall_watch.h"
 #include "util/log.h"
 
 namespace stoker {
@@ -98,17 +101,61 @@ int64_t SteadyNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+}  // namespace
+
+struct LocalOrigin::Stalls {
+  Stalls(int64_t stall_ms, int64_t backoff_ms)
+      : backoff(backoff_ms * 1000000),
+        watch(StallWatch::Options{stall_ms * 1000000, backoff_ms * 1000000}, &backoff) {}
+  OriginBackoff backoff;
+  StallWatch watch;
+};
+
+namespace {
+
+int CodeOf(int rc) { return rc < 0 ? -rc : 0; }
+int CodeOf(const Status& s) { return s.ok() ? 0 : s.code(); }
+template <typename T>
+int CodeOf(const Result<T>& r) {
+  return r.ok() ? 0 : r.status().code();
+}
+
+// Runs fn (which gives a Status, a Result or an int that is >= 0 or
+// -errno) as a watched call of op on path (relative to the origin); a call
+// the watch refuses fails at once with ETIMEDOUT.
+template <typename F>
+auto Watched(LocalOrigin::Stalls* stalls, const char* op, const std::string& path, F&& fn)
+    -> decltype(fn()) {
+  if (stalls == nullptr) return fn();
+  StallWatch::Token token;
+  if (!stalls->watch.Begin(op, path, &token)) {
+    if constexpr (std::is_same_v<decltype(fn()), int>) {
+      return -ETIMEDOUT;
+    } else {
+      return stalls->watch.RefusedStatus(op, path);
+    }
+  }
+  auto r = fn();
+  stalls->watch.End(token, CodeOf(r));
+  return r;
+}
+
 class LocalOriginFile final : public OriginFile {
  public:
-  LocalOriginFile(int fd, uint64_t size, std::shared_ptr<IoBackend> io)
-      : fd_(fd), size_(size), io_(std::move(io)), direct_(O_RDONLY) {}
+  LocalOriginFile(int fd, uint64_t size, std::shared_ptr<IoBackend> io,
+                  std::shared_ptr<LocalOrigin::Stalls> stalls, std::string path)
+      : fd_(fd),
+        size_(size),
+        io_(std::move(io)),
+        stalls_(std::move(stalls)),
+        path_(std::move(path)),
+        direct_(O_RDONLY) {}
   ~LocalOriginFile() override { ::close(fd_); }
   LocalOriginFile(const LocalOriginFile&) = delete;
   LocalOriginFile& operator=(const LocalOriginFile&) = delete;
 
   Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {
-    if (off > static_cast<uint64_t>(INT64_MAX)) return Status::Invalid("read offset too large");
-    return io_->Read(fd_, buf, len, static_cast<off_t>(off));
+    return Watched(stalls_.get(), "read", path_, [&] { return Read(buf, len, off); });
   }
 
   // The aligned part of what the file held at open goes direct, the rest
@@ -116,31 +163,42 @@ class LocalOriginFile final : public OriginFile {
   // shrank meanwhile reads short either way; the cache then finds the
   // identity changed and keeps nothing.
   Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off) override {
-    if (off > static_cast<uint64_t>(INT64_MAX)) return Status::Invalid("read offset too large");
-    uint64_t head = off < size_ ? RoundDownToDirect(std::min<uint64_t>(len, size_ - off)) : 0;
-    if (head < kMinDirectBytes || RoundDownToDirect(off) != off || !IsDirectAligned(buf)) {
-      return ReadAt(buf, len, off);
-    }
-    int dfd = direct_.Get(fd_);
-    if (dfd < 0) return ReadAt(buf, len, off);
-    auto got = io_->Read(dfd, buf, head, static_cast<off_t>(off));
-    if (!got.ok() && got.status().code() == EINVAL) {
-      direct_.Disable();  // the file system takes O_DIRECT opens, not reads
-      return ReadAt(buf, len, off);
-    }
-    if (!got.ok() || *got < head || head == len) return got;
-    STOKER_ASSIGN_OR_RETURN(size_t tail,
-                            ReadAt(static_cast<char*>(buf) + head, len - head, off + head));
-    return head + tail;
+    return Watched(stalls_.get(), "read", path_, [&] { return ReadAligned(buf, len, off); });
   }
 
   Result<OriginIdentity> Identity() override {
-    struct stat st;
-    if (::fstat(fd_, &st) != 0) return Status::FromErrno("fstat '" + DescribeFdPath() + "'");
-    return IdentityFromStat(st);
+    return Watched(stalls_.get(), "fstat", path_, [&]() -> Result<OriginIdentity> {
+      struct stat st;
+      if (::fstat(fd_, &st) != 0) return Status::FromErrno("fstat '" + DescribeFdPath() + "'");
+      return IdentityFromStat(st);
+    });
   }
 
  private:
+  Result<size_t> Read(void* buf, size_t len, uint64_t off) {
+    if (off > static_cast<uint64_t>(INT64_MAX)) return Status::Invalid("read offset too large");
+    return io_->Read(fd_, buf, len, static_cast<off_t>(off));
+  }
+
+  Result<size_t> ReadAligned(void* buf, size_t len, uint64_t off) {
+    if (off > static_cast<uint64_t>(INT64_MAX)) return Status::Invalid("read offset too large");
+    uint64_t head = off < size_ ? RoundDownToDirect(std::min<uint64_t>(len, size_ - off)) : 0;
+    if (head < kMinDirectBytes || RoundDownToDirect(off) != off || !IsDirectAligned(buf)) {
+      return Read(buf, len, off);
+    }
+    int dfd = direct_.Get(fd_);
+    if (dfd < 0) return Read(buf, len, off);
+    auto got = io_->Read(dfd, buf, head, static_cast<off_t>(off));
+    if (!got.ok() && got.status().code() == EINVAL) {
+      direct_.Disable();  // the file system takes O_DIRECT opens, not reads
+      return Read(buf, len, off);
+    }
+    if (!got.ok() || *got < head || head == len) return got;
+    STOKER_ASSIGN_OR_RETURN(size_t tail,
+                            Read(static_cast<char*>(buf) + head, len - head, off + head));
+    return head + tail;
+  }
+
   std::string DescribeFdPath() const {
     char link[64];
     std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd_);
@@ -152,6 +210,8 @@ class LocalOriginFile final : public OriginFile {
   const int fd_;
   const uint64_t size_;  // at open
   const std::shared_ptr<IoBackend> io_;
+  const std::shared_ptr<LocalOrigin::Stalls> stalls_;  // null: not watched
+  const std::string path_;                             // for the watch's messages
   DirectTwin direct_;
 };
 
@@ -210,9 +270,17 @@ Result<std::shared_ptr<LocalOrigin>> LocalOrigin::Create(const std::string& dir,
   std::error_code ec;
   std::string absolute = std::filesystem::absolute(dir, ec).string();
   if (ec) absolute = root_path;
-  return std::shared_ptr<LocalOrigin>(new LocalOrigin(root, root_path, absolute, std::move(io),
+  std::shared_ptr<LocalOrigin> origin(new LocalOrigin(root, root_path, absolute, std::move(io),
                                                       openat2, options.reopen_interval_ms));
+  if (options.stall_timeout_ms > 0) {
+    origin->stalls_ = std::make_shared<Stalls>(options.stall_timeout_ms, options.backoff_ms);
+  }
+  return origin;
 }
+
+OriginBackoff* LocalOrigin::backoff() { return stalls_ ? &stalls_->backoff : nullptr; }
+
+uint64_t LocalOrigin::stall_refusals() const { return stalls_ ? stalls_->watch.refused() : 0; }
 
 LocalOrigin::LocalOrigin(int root_fd, std::string root_path, std::string reopen_path,
                          std::shared_ptr<IoBackend> io, bool openat2, int reopen_interval_ms)
@@ -371,8 +439,10 @@ std::optional<struct stat> LocalOrigin::KnownDir(const std::string& path) const 
 Result<struct stat> LocalOrigin::Stat(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   struct stat st;
-  int rc = WithParentOfPath(path, [&](int dir, const char* name) {
-    return ::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+  int rc = Watched(stalls_.get(), "stat", path, [&] {
+    return WithParentOfPath(path, [&](int dir, const char* name) {
+      return ::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+    });
   });
   if (rc < 0) {
     if (MayMeanDeadRoot(-rc)) {
@@ -387,6 +457,11 @@ Result<struct stat> LocalOrigin::Stat(const std::string& path) {
 Status LocalOrigin::ReadDir(const std::string& path,
                             const std::function<bool(const OriginDirEntry&)>& fn) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
+  return Watched(stalls_.get(), "readdir", path, [&] { return List(path, fn); });
+}
+
+Status LocalOrigin::List(const std::string& path,
+                         const std::function<bool(const OriginDirEntry&)>& fn) {
   int fd = WithRoot([&](int root) { return OpenBeneath(root, path, O_RDONLY | O_DIRECTORY); });
   if (fd < 0) return Error(-fd, "readdir", path);
   std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(fd), ::closedir);
@@ -415,18 +490,20 @@ Status LocalOrigin::ReadDir(const std::string& path,
 Result<std::string> LocalOrigin::ReadLink(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   std::string target;
-  int rc = WithParentOfPath(path, [&](int dir, const char* name) {
-    std::string buf(256, '\0');
-    for (;;) {
-      ssize_t n = ::readlinkat(dir, name, buf.data(), buf.size());
-      if (n < 0) return -errno;
-      if (static_cast<size_t>(n) < buf.size()) {
-        target.assign(buf.data(), static_cast<size_t>(n));
-        return 0;
+  int rc = Watched(stalls_.get(), "readlink", path, [&] {
+    return WithParentOfPath(path, [&](int dir, const char* name) {
+      std::string buf(256, '\0');
+      for (;;) {
+        ssize_t n = ::readlinkat(dir, name, buf.data(), buf.size());
+        if (n < 0) return -errno;
+        if (static_cast<size_t>(n) < buf.size()) {
+          target.assign(buf.data(), static_cast<size_t>(n));
+          return 0;
+        }
+        if (buf.size() >= (1u << 20)) return -ENAMETOOLONG;
+        buf.resize(buf.size() * 2);
       }
-      if (buf.size() >= (1u << 20)) return -ENAMETOOLONG;
-      buf.resize(buf.size() * 2);
-    }
+    });
   });
   if (rc < 0) return Error(-rc, "readlink", path);
   return target;
@@ -434,6 +511,10 @@ Result<std::string> LocalOrigin::ReadLink(const std::string& path) {
 
 Result<std::unique_ptr<OriginFile>> LocalOrigin::Open(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
+  return Watched(stalls_.get(), "open", path, [&] { return OpenFile(path); });
+}
+
+Result<std::unique_ptr<OriginFile>> LocalOrigin::OpenFile(const std::string& path) {
   // O_NONBLOCK: a FIFO swapped in for a file must not block the open.
   int fd =
       WithRoot([&](int root) { return OpenBeneath(root, path, O_RDONLY | O_NOCTTY | O_NONBLOCK); });
@@ -458,8 +539,8 @@ Result<std::unique_ptr<OriginFile>> LocalOrigin::Open(const std::string& path) {
     ::close(fd);
     return Error(err, "open", path);
   }
-  return std::unique_ptr<OriginFile>(
-      std::make_unique<LocalOriginFile>(fd, static_cast<uint64_t>(st.st_size), io_));
+  return std::unique_ptr<OriginFile>(std::make_unique<LocalOriginFile>(
+      fd, static_cast<uint64_t>(st.st_size), io_, stalls_, stalls_ ? path : std::string()));
 }
 
 // Xattrs cannot be read through an O_PATH fd (fgetxattr gives EBADF), and a
@@ -472,20 +553,22 @@ Result<std::string> LocalOrigin::GetXattr(const std::string& path, const std::st
     return Status::Invalid("bad xattr name");
   }
   std::string value;
-  int rc = WithParentOfPath(path, [&](int dir, const char* leaf) {
-    std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
-    for (;;) {
-      ssize_t n = ::lgetxattr(proc.c_str(), name.c_str(), nullptr, 0);
-      if (n < 0) return -errno;
-      value.resize(static_cast<size_t>(n));
-      if (n == 0) return 0;
-      ssize_t m = ::lgetxattr(proc.c_str(), name.c_str(), value.data(), value.size());
-      if (m >= 0) {
-        value.resize(static_cast<size_t>(m));
-        return 0;
+  int rc = Watched(stalls_.get(), "getxattr", path, [&] {
+    return WithParentOfPath(path, [&](int dir, const char* leaf) {
+      std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
+      for (;;) {
+        ssize_t n = ::lgetxattr(proc.c_str(), name.c_str(), nullptr, 0);
+        if (n < 0) return -errno;
+        value.resize(static_cast<size_t>(n));
+        if (n == 0) return 0;
+        ssize_t m = ::lgetxattr(proc.c_str(), name.c_str(), value.data(), value.size());
+        if (m >= 0) {
+          value.resize(static_cast<size_t>(m));
+          return 0;
+        }
+        if (errno != ERANGE) return -errno;  // ERANGE: it grew; ask again
       }
-      if (errno != ERANGE) return -errno;  // ERANGE: it grew; ask again
-    }
+    });
   });
   if (rc < 0) return Error(-rc, "getxattr", path);
   return value;
@@ -494,20 +577,22 @@ Result<std::string> LocalOrigin::GetXattr(const std::string& path, const std::st
 Result<std::vector<std::string>> LocalOrigin::ListXattr(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   std::string list;
-  int rc = WithParentOfPath(path, [&](int dir, const char* leaf) {
-    std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
-    for (;;) {
-      ssize_t n = ::llistxattr(proc.c_str(), nullptr, 0);
-      if (n < 0) return -errno;
-      list.resize(static_cast<size_t>(n));
-      if (n == 0) return 0;
-      ssize_t m = ::llistxattr(proc.c_str(), list.data(), list.size());
-      if (m >= 0) {
-        list.resize(static_cast<size_t>(m));
-        return 0;
+  int rc = Watched(stalls_.get(), "listxattr", path, [&] {
+    return WithParentOfPath(path, [&](int dir, const char* leaf) {
+      std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
+      for (;;) {
+        ssize_t n = ::llistxattr(proc.c_str(), nullptr, 0);
+        if (n < 0) return -errno;
+        list.resize(static_cast<size_t>(n));
+        if (n == 0) return 0;
+        ssize_t m = ::llistxattr(proc.c_str(), list.data(), list.size());
+        if (m >= 0) {
+          list.resize(static_cast<size_t>(m));
+          return 0;
+        }
+        if (errno != ERANGE) return -errno;
       }
-      if (errno != ERANGE) return -errno;
-    }
+    });
   });
   if (rc < 0) return Error(-rc, "listxattr", path);
   std::vector<std::string> names;

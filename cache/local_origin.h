@@ -37,6 +37,13 @@
 // symlink where a file or directory is needed; EISDIR/EINVAL when Open is
 // given a directory/special file.
 //
+// A hung origin (a hard NFS mount whose server is gone): with
+// Options::stall_timeout_ms, every call and every read of an OriginFile is
+// watched (cache/stall_watch.h). One that has not returned after that long
+// makes the origin unreachable in backoff(), so the cache answers for the
+// files and directories it holds, and further calls fail at once with
+// ETIMEDOUT (a probe per back-off period excepted) instead of stalling too.
+//
 // Thread-safety: every method may be called from many threads at once.
 #pragma once
 
@@ -66,6 +73,12 @@ class LocalOrigin final : public Origin {
     // Least time between two attempts to reopen a dead root (0: every
     // failing call may try). Default: 1000.
     int reopen_interval_ms = 1000;
+    // A call that has not returned after this long means the origin
+    // hangs. 0 = never (calls wait as long as the kernel does). Default: 0;
+    // the mount passes --origin-stall-timeout.
+    int64_t stall_timeout_ms = 0;
+    // While it hangs: the least time between two probes. Default: 5000.
+    int64_t backoff_ms = 5000;
   };
 
   // Opens dir (which may itself be reached through symlinks: the user named
@@ -95,6 +108,12 @@ class LocalOrigin final : public Origin {
   bool uses_openat2() const { return use_openat2_; }
   // Times a dead root was replaced by a reopened one.
   uint64_t root_reopens() const { return reopens_.load(); }
+  // Non-null with a stall timeout.
+  OriginBackoff* backoff() override;
+  // Calls refused while the origin hung (0 without a stall timeout).
+  uint64_t stall_refusals() const;
+
+  struct Stalls;  // the backoff and the watch, shared with open files
 
  private:
   struct Root;  // one open root descriptor, closed when the last user lets go
@@ -119,6 +138,9 @@ class LocalOrigin final : public Origin {
   // WithParent on the current root, through WithRoot.
   int WithParentOfPath(const std::string& path, const std::function<int(int, const char*)>& fn);
   Status Error(int code, const char* op, const std::string& path) const;
+  // ReadDir and Open, unwatched.
+  Status List(const std::string& path, const std::function<bool(const OriginDirEntry&)>& fn);
+  Result<std::unique_ptr<OriginFile>> OpenFile(const std::string& path);
 
   const std::string root_path_;    // resolved, for messages
   const std::string reopen_path_;  // as given, made absolute (symlinks not resolved)
@@ -134,6 +156,7 @@ class LocalOrigin final : public Origin {
   std::mutex reopen_mu_;
   int64_t last_reopen_ns_ = 0;  // GUARDED_BY(reopen_mu_): steady clock
   std::atomic<uint64_t> reopens_{0};
+  std::shared_ptr<Stalls> stalls_;  // null without a stall timeout
 
   void NoteDir(const std::string& path, const struct stat& st);
   std::optional<struct stat> KnownDir(const std::string& path) const;

@@ -46,8 +46,11 @@ Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, std::shared_
     return Status::Invalid("origin '" + spec + "': unknown scheme '" + scheme +
                            "' (use a directory, s3://, http:// or https://)");
   }
+  LocalOrigin::Options local_options;
+  local_options.stall_timeout_ms = static_cast<int64_t>(options.stall_timeout_s) * 1000;
+  local_options.backoff_ms = static_cast<int64_t>(options.backoff_seconds) * 1000;
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<LocalOrigin> local,
-                          LocalOrigin::Create(spec, std::move(io)));
+                          LocalOrigin::Create(spec, std::move(io), local_options));
   return std::shared_ptr<Origin>(std::move(local));
 }
 

@@ -2,9 +2,11 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 
 #include "cache/direct_io.h"
 #include "cache/index_format.h"
@@ -375,18 +377,50 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenForDerived(const std::string& p
   return OpenAs(path, false, Opener::kBackground);
 }
 
+bool ObjectCacheImpl::HeldWhole(const ObjectVersion& v) {
+  uint64_t held = 0;
+  Status s = index_->ForEachPrefix(VersionChunkPrefix(v.key), [&](auto, auto) {
+    held++;
+    return true;
+  });
+  return s.ok() && held == v.chunks;
+}
+
 bool ObjectCacheImpl::OriginBackingOff(const ObjectVersion& v) {
   OriginBackoff* b = origin_->backoff();
   if (b == nullptr || !b->unreachable()) return false;
   // A file held in part will need the origin for the rest: its open asks,
   // so that it reads the version the origin has now, not a stale one that
   // fails (ESTALE) where it is not cached.
-  uint64_t held = 0;
-  Status s = index_->ForEachPrefix(VersionChunkPrefix(v.key), [&](auto, auto) {
-    held++;
-    return true;
-  });
-  return s.ok() && held == v.chunks && b->AnswerFromHeld();
+  return HeldWhole(v) && b->AnswerFromHeld();
+}
+
+Result<ObjectCache::Opened> ObjectCacheImpl::OpenHeldUnlocked(const std::string& path) {
+  std::optional<ObjectEntry> entry;
+  {
+    std::lock_guard<std::mutex> l(objects_mu_);
+    auto it = objects_.find(path);
+    if (it != objects_.end()) entry = it->second;
+  }
+  if (!entry) {
+    auto r = index_->GetObject(path);
+    if (r.ok() && r->has_value()) entry = ObjectEntry{**r, MakeVersion(path, **r), false};
+  }
+  if (!entry || entry->version->superseded || !HeldWhole(*entry->version)) {
+    counters_.errors++;
+    return Status::Error(ETIMEDOUT, "open of '" + path +
+                                        "': the origin is not answering and the cache does "
+                                        "not hold the file whole");
+  }
+  counters_.revalidations_skipped++;
+  Opened o;
+  o.keep_cache = false;  // its stripe holder may find it changed
+  o.st = entry->version->st;
+  o.content_tag = ContentTag(*entry->version, origin_->IsDerived(path));
+  o.file =
+      std::make_shared<OpenFileState>(entry->version, std::make_shared<OriginHandle>(origin_, path),
+                                      std::make_shared<Readahead>(readahead_budget_));
+  return o;
 }
 
 std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bool origin_failed) {
@@ -439,7 +473,14 @@ void ObjectCacheImpl::TrimObjects() {
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, bool force,
                                                     Opener who) {
   auto& stripes = origin_->IsDerived(path) ? derived_stripes_ : open_stripes_;
-  std::lock_guard<std::mutex> stripe(stripes[std::hash<std::string>()(path) % stripes.size()]);
+  std::unique_lock<std::timed_mutex> stripe(
+      stripes[std::hash<std::string>()(path) % stripes.size()], std::defer_lock);
+  if (!stripe.try_lock()) {
+    OriginBackoff* b = origin_->backoff();
+    while (!stripe.try_lock_for(std::chrono::milliseconds(100))) {
+      if (b != nullptr && b->unreachable()) return OpenHeldUnlocked(path);
+    }
+  }
   const int64_t now = RealtimeNs();
   const int64_t window = static_cast<int64_t>(options_.revalidate_seconds) * 1000000000;
   auto fresh = [&](int64_t validated) {

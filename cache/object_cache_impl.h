@@ -216,6 +216,12 @@ class ObjectCacheImpl final : public ObjectCache {
   // Whether v, held whole, is to be given without asking the origin
   // (Origin::backoff()).
   bool OriginBackingOff(const ObjectVersion& v);
+  // Whether every chunk of v is in the index.
+  bool HeldWhole(const ObjectVersion& v);
+  // An open whose stripe is taken while the origin is unreachable: the
+  // version the cache holds whole, without remembering the open (the stripe
+  // holder may be about to replace that version); else ETIMEDOUT.
+  Result<Opened> OpenHeldUnlocked(const std::string& path);
 
   // object_cache.cc
   // Re-measures the index's files (and the lock file) on disk.
@@ -342,11 +348,14 @@ class ObjectCacheImpl final : public ObjectCache {
   DirScan dir_scan_;
 
   // Open: one stripe per path hash, so opens of different files revalidate
-  // in parallel and two opens of one file do not race.
-  std::array<std::mutex, 64> open_stripes_;
+  // in parallel and two opens of one file do not race. An open stuck in a
+  // hung origin holds its stripe for as long as the origin hangs, so while
+  // the origin is unreachable an open that cannot get its stripe is answered
+  // from what the cache holds (OpenHeldUnlocked) instead of waiting.
+  std::array<std::timed_mutex, 64> open_stripes_;
   // Derived paths (Origin::IsDerived) lock these, and may then take a plain
   // stripe while opening their source: derived -> plain, never back.
-  std::array<std::mutex, 64> derived_stripes_;
+  std::array<std::timed_mutex, 64> derived_stripes_;
   std::mutex objects_mu_;
   // The versions opened lately, by path; at most options_.max_object_entries
   // of them that no open file uses (a million-file dataset must not keep a

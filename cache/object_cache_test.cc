@@ -417,6 +417,43 @@ TEST_F(ObjectCacheTest, BackingOffOriginIsNotAskedAboutCachedFiles) {
   EXPECT_EQ(cache->Stats()["origin_unreachable_episodes"], 1u);
 }
 
+// An open stuck in a hung origin holds its path's stripe; another open of
+// the same file (or of any file whose path hashes to that stripe) must not
+// wait behind it once the origin is known to be unreachable.
+TEST_F(ObjectCacheTest, AnOpenStuckInTheOriginDoesNotHoldUpOpensOfHeldFiles) {
+  const std::string data = Pattern(2 * kCs + 7, 6);
+  Put("a", data);
+  Put("b", Pattern(kCs, 7));
+  origin_->UseBackoff(5000000000, [] { return int64_t{0}; });
+  options_.revalidate_seconds = 0;
+  options_.dir_prefetch_files = 0;
+  auto cache = OpenCache();
+  ASSERT_EQ(ReadAll(*cache, "a"), data);
+
+  origin_->GateStats(true);
+  origin_->CloseGate();
+  std::thread stuck([&] { (void)cache->Open("a", false); });
+  ASSERT_TRUE(Eventually([&] { return origin_->waiting() == 1; }));
+  // The stall watch finds it (cache/stall_watch.h) and says so.
+  origin_->backoff()->Record(Status::Error(ETIMEDOUT, "stat of 'a' stalled (test)"));
+
+  std::atomic<bool> done{false};
+  Result<ObjectCache::Opened> again = Status::Error(EINPROGRESS, "not yet");
+  std::thread second([&] {
+    again = cache->Open("a", false);
+    done = true;
+  });
+  const bool answered = Eventually([&] { return done.load(); });
+  origin_->OpenGate();
+  stuck.join();
+  second.join();
+  ASSERT_TRUE(answered) << "the second open waited for the stuck one";
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(ReadRange(*cache, *again, 0, data.size()), data);
+  EXPECT_FALSE(again->keep_cache);
+  EXPECT_EQ(origin_->waiting(), 0);
+}
+
 // An origin reached through a symlink that can be pointed at a copy of it on
 // another filesystem (as cp -a to a tmpfs mounted in its place would give:
 // same bytes and mtimes, new st_dev, st_ino and ctime).

@@ -1,6 +1,6 @@
 // ControlledOrigin: a real origin with two test controls on top: fail every
-// call with an errno (an unreachable NAS), and hold reads at a gate (a slow
-// one). Test-only.
+// call with an errno (an unreachable NAS), and hold reads (and, if asked,
+// stats) at a gate (a slow or hung one). Test-only.
 #pragma once
 
 #include <atomic>
@@ -28,6 +28,8 @@ class ControlledOrigin : public Origin {
     cv_.notify_all();
   }
   int waiting() const { return waiting_.load(); }
+  // Whether Stat waits at the gate too.
+  void GateStats(bool on) { gate_stats_ = on; }
   // Gives the origin a back-off that its Stat calls report to, as a remote
   // origin's requests do.
   void UseBackoff(int64_t backoff_ns, OriginBackoff::Clock clock) {
@@ -39,6 +41,7 @@ class ControlledOrigin : public Origin {
   std::string Describe() const override { return "controlled:" + inner_->Describe(); }
   Result<struct stat> Stat(const std::string& path) override {
     stat_calls_++;
+    if (gate_stats_) PassGate();
     Result<struct stat> st =
         fail_.load() ? Result<struct stat>(Down(fail_.load())) : inner_->Stat(path);
     if (backoff_) backoff_->Record(st.ok() ? Status::OK() : st.status());
@@ -99,6 +102,7 @@ class ControlledOrigin : public Origin {
   std::mutex mu_;
   std::condition_variable cv_;
   bool gate_closed_ = false;
+  std::atomic<bool> gate_stats_{false};
   std::atomic<int> waiting_{0};
   std::unique_ptr<OriginBackoff> backoff_;
   std::atomic<int> stat_calls_{0};

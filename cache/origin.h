@@ -141,7 +141,9 @@ Status NotPlainRelativePath(const std::string& path);
 
 namespace stoker {
 
-// What configures the remote origins; a local origin ignores all of it.
+// What configures the remote origins; a local origin takes only
+// stall_timeout_s (a call that has not returned after that long means the
+// origin hangs: cache/stall_watch.h) and backoff_seconds.
 // Nothing here survives a restart: each mount gives it again.
 struct OriginOptions {
   // S3: the server's base URL ("http://127.0.0.1:9000"). Default: "" = AWS,

@@ -37,6 +37,8 @@ namespace {
 
 constexpr unsigned kMaxRead = 1u << 20;
 constexpr unsigned kReadaheadKb = 4096;
+// The FUSE loop's most workers when MountOptions::fuse_threads is 0.
+constexpr unsigned kDefaultMaxWorkers = 64;
 // Room for any request /dev/fuse will hand over (the kernel refuses a read
 // into less than its largest WRITE).
 constexpr size_t kRequestBuffer = (1u << 20) + (64u << 10);
@@ -272,6 +274,12 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
   if (options.fuse_threads > 0) {
     fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(options.fuse_threads));
     fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(options.fuse_threads));
+  } else {
+    // libfuse's 10 workers can all be taken by calls stuck in a hung origin
+    // before the stall watch sees it (cache/stall_watch.h); the rest of the
+    // mount must still answer from the cache. Workers are started only when
+    // all are busy.
+    fuse_loop_cfg_set_max_threads(cfg, kDefaultMaxWorkers);
   }
   const int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);

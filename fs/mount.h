@@ -19,12 +19,13 @@ namespace stoker {
 
 struct MountOptions {
   std::string origin;            // a directory, s3://BUCKET/PREFIX or http(s)://HOST/PATH/
-  OriginOptions origin_options;  // remote origins only (cache/origin.h)
+  OriginOptions origin_options;  // cache/origin.h
   std::string mountpoint;        // must exist and be empty; a stale FUSE mount is cleared
   CacheOptions cache;
   // -o options for FUSE, passed through ("allow_other", "default_permissions").
   std::vector<std::string> fuse_options;
-  // Worker threads of the FUSE loop. Default: 0 = libfuse's default (10 idle max).
+  // Worker threads of the FUSE loop. Default: 0 = up to 64, started only
+  // when all are busy.
   int fuse_threads = 0;
   std::string log_level = "info";
   // Decoded views (--view NAME[:OPTIONS]), each shown at MOUNTPOINT/.NAME.

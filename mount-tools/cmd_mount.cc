@@ -467,14 +467,16 @@ Subcommand AddMountCommand(CLI::App& root) {
                   "Remote origins: seconds to wait for a connection")
       ->capture_default_str();
   app->add_option("--origin-stall-timeout", args->origin_stall_timeout,
-                  "Remote origins: seconds a transfer may stall before it is retried")
+                  "Seconds a remote transfer may stall before it is retried, and a call to a local "
+                  "origin before the origin counts as hung (cached files are then served without "
+                  "asking it)")
       ->capture_default_str();
   app->add_option("--origin-retries", args->origin_retries,
                   "Remote origins: retries of a failed request (exponential backoff)")
       ->capture_default_str();
   app->add_option("--origin-backoff", args->origin_backoff,
-                  "Remote origins: seconds after a request found the server unreachable during "
-                  "which cached files and listed directories are served without asking it "
+                  "Seconds after a request found the origin unreachable (or hung) during which "
+                  "cached files and listed directories are served without asking it "
                   "(0: always ask)")
       ->capture_default_str();
   app->add_option("--log-file", args->log_file,
