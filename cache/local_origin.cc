@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <ctime>
 #include <filesystem>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 
 #include "cache/direct_io.h"
@@ -103,10 +105,33 @@ int64_t SteadyNs() {
 
 }  // namespace
 
-struct LocalOrigin::Stalls {
+struct LocalOrigin::Stalls : std::enable_shared_from_this<LocalOrigin::Stalls> {
   Stalls(int64_t stall_ms, int64_t backoff_ms)
       : backoff(backoff_ms * 1000000),
         watch(StallWatch::Options{stall_ms * 1000000, backoff_ms * 1000000}, &backoff) {}
+
+  // After a refused call, when the watch says a probe is due: asks the
+  // filesystem behind probe_fd (a descriptor of its own, or -1) for its
+  // statfs in a thread of its own (an NFS client asks the server for every
+  // statfs, a FUSE filesystem its daemon), which reports to the watch: an
+  // answer ends the episode. The thread owns what it uses, so a probe that
+  // hangs outlives the origin harmlessly.
+  void StartProbe(int probe_fd) {
+    if (probe_fd < 0) {
+      watch.CancelProbe();
+      return;
+    }
+    std::thread([self = shared_from_this(), probe_fd] {
+      static const std::string kWhat = ".";
+      StallWatch::Token token;
+      self->watch.BeginProbe("statfs", kWhat, &token);
+      struct statfs sf;
+      int code = ::fstatfs(probe_fd, &sf) == 0 ? 0 : errno;
+      ::close(probe_fd);
+      self->watch.End(token, code);
+    }).detach();
+  }
+
   OriginBackoff backoff;
   StallWatch watch;
 };
@@ -121,14 +146,16 @@ int CodeOf(const Result<T>& r) {
 }
 
 // Runs fn (which gives a Status, a Result or an int that is >= 0 or
-// -errno) as a watched call of op on path (relative to the origin); a call
-// the watch refuses fails at once with ETIMEDOUT.
-template <typename F>
-auto Watched(LocalOrigin::Stalls* stalls, const char* op, const std::string& path, F&& fn)
-    -> decltype(fn()) {
+// -errno) as a watched call of op on path (relative to the origin). A call
+// the watch refuses fails at once with ETIMEDOUT, and may start a probe of
+// the filesystem behind dup_fd() (a new descriptor into the origin, or -1).
+template <typename G, typename F>
+auto Watched(LocalOrigin::Stalls* stalls, const char* op, const std::string& path, G&& dup_fd,
+             F&& fn) -> decltype(fn()) {
   if (stalls == nullptr) return fn();
   StallWatch::Token token;
   if (!stalls->watch.Begin(op, path, &token)) {
+    if (stalls->watch.ProbeDue()) stalls->StartProbe(dup_fd());
     if constexpr (std::is_same_v<decltype(fn()), int>) {
       return -ETIMEDOUT;
     } else {
@@ -155,7 +182,9 @@ class LocalOriginFile final : public OriginFile {
   LocalOriginFile& operator=(const LocalOriginFile&) = delete;
 
   Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {
-    return Watched(stalls_.get(), "read", path_, [&] { return Read(buf, len, off); });
+    return Watched(
+        stalls_.get(), "read", path_, [&] { return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0); },
+        [&] { return Read(buf, len, off); });
   }
 
   // The aligned part of what the file held at open goes direct, the rest
@@ -163,15 +192,19 @@ class LocalOriginFile final : public OriginFile {
   // shrank meanwhile reads short either way; the cache then finds the
   // identity changed and keeps nothing.
   Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off) override {
-    return Watched(stalls_.get(), "read", path_, [&] { return ReadAligned(buf, len, off); });
+    return Watched(
+        stalls_.get(), "read", path_, [&] { return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0); },
+        [&] { return ReadAligned(buf, len, off); });
   }
 
   Result<OriginIdentity> Identity() override {
-    return Watched(stalls_.get(), "fstat", path_, [&]() -> Result<OriginIdentity> {
-      struct stat st;
-      if (::fstat(fd_, &st) != 0) return Status::FromErrno("fstat '" + DescribeFdPath() + "'");
-      return IdentityFromStat(st);
-    });
+    return Watched(
+        stalls_.get(), "fstat", path_, [&] { return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0); },
+        [&]() -> Result<OriginIdentity> {
+          struct stat st;
+          if (::fstat(fd_, &st) != 0) return Status::FromErrno("fstat '" + DescribeFdPath() + "'");
+          return IdentityFromStat(st);
+        });
   }
 
  private:
@@ -276,6 +309,11 @@ Result<std::shared_ptr<LocalOrigin>> LocalOrigin::Create(const std::string& dir,
     origin->stalls_ = std::make_shared<Stalls>(options.stall_timeout_ms, options.backoff_ms);
   }
   return origin;
+}
+
+int LocalOrigin::DupRootFd() const {
+  std::shared_ptr<const Root> root = CurrentRoot();
+  return ::fcntl(root->fd, F_DUPFD_CLOEXEC, 0);
 }
 
 OriginBackoff* LocalOrigin::backoff() { return stalls_ ? &stalls_->backoff : nullptr; }
@@ -439,11 +477,13 @@ std::optional<struct stat> LocalOrigin::KnownDir(const std::string& path) const 
 Result<struct stat> LocalOrigin::Stat(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   struct stat st;
-  int rc = Watched(stalls_.get(), "stat", path, [&] {
-    return WithParentOfPath(path, [&](int dir, const char* name) {
-      return ::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
-    });
-  });
+  int rc = Watched(
+      stalls_.get(), "stat", path, [this] { return DupRootFd(); },
+      [&] {
+        return WithParentOfPath(path, [&](int dir, const char* name) {
+          return ::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+        });
+      });
   if (rc < 0) {
     if (MayMeanDeadRoot(-rc)) {
       if (auto known = KnownDir(path)) return *known;
@@ -457,7 +497,9 @@ Result<struct stat> LocalOrigin::Stat(const std::string& path) {
 Status LocalOrigin::ReadDir(const std::string& path,
                             const std::function<bool(const OriginDirEntry&)>& fn) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
-  return Watched(stalls_.get(), "readdir", path, [&] { return List(path, fn); });
+  return Watched(
+      stalls_.get(), "readdir", path, [this] { return DupRootFd(); },
+      [&] { return List(path, fn); });
 }
 
 Status LocalOrigin::List(const std::string& path,
@@ -490,28 +532,31 @@ Status LocalOrigin::List(const std::string& path,
 Result<std::string> LocalOrigin::ReadLink(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   std::string target;
-  int rc = Watched(stalls_.get(), "readlink", path, [&] {
-    return WithParentOfPath(path, [&](int dir, const char* name) {
-      std::string buf(256, '\0');
-      for (;;) {
-        ssize_t n = ::readlinkat(dir, name, buf.data(), buf.size());
-        if (n < 0) return -errno;
-        if (static_cast<size_t>(n) < buf.size()) {
-          target.assign(buf.data(), static_cast<size_t>(n));
-          return 0;
-        }
-        if (buf.size() >= (1u << 20)) return -ENAMETOOLONG;
-        buf.resize(buf.size() * 2);
-      }
-    });
-  });
+  int rc = Watched(
+      stalls_.get(), "readlink", path, [this] { return DupRootFd(); },
+      [&] {
+        return WithParentOfPath(path, [&](int dir, const char* name) {
+          std::string buf(256, '\0');
+          for (;;) {
+            ssize_t n = ::readlinkat(dir, name, buf.data(), buf.size());
+            if (n < 0) return -errno;
+            if (static_cast<size_t>(n) < buf.size()) {
+              target.assign(buf.data(), static_cast<size_t>(n));
+              return 0;
+            }
+            if (buf.size() >= (1u << 20)) return -ENAMETOOLONG;
+            buf.resize(buf.size() * 2);
+          }
+        });
+      });
   if (rc < 0) return Error(-rc, "readlink", path);
   return target;
 }
 
 Result<std::unique_ptr<OriginFile>> LocalOrigin::Open(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
-  return Watched(stalls_.get(), "open", path, [&] { return OpenFile(path); });
+  return Watched(
+      stalls_.get(), "open", path, [this] { return DupRootFd(); }, [&] { return OpenFile(path); });
 }
 
 Result<std::unique_ptr<OriginFile>> LocalOrigin::OpenFile(const std::string& path) {
@@ -553,23 +598,25 @@ Result<std::string> LocalOrigin::GetXattr(const std::string& path, const std::st
     return Status::Invalid("bad xattr name");
   }
   std::string value;
-  int rc = Watched(stalls_.get(), "getxattr", path, [&] {
-    return WithParentOfPath(path, [&](int dir, const char* leaf) {
-      std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
-      for (;;) {
-        ssize_t n = ::lgetxattr(proc.c_str(), name.c_str(), nullptr, 0);
-        if (n < 0) return -errno;
-        value.resize(static_cast<size_t>(n));
-        if (n == 0) return 0;
-        ssize_t m = ::lgetxattr(proc.c_str(), name.c_str(), value.data(), value.size());
-        if (m >= 0) {
-          value.resize(static_cast<size_t>(m));
-          return 0;
-        }
-        if (errno != ERANGE) return -errno;  // ERANGE: it grew; ask again
-      }
-    });
-  });
+  int rc = Watched(
+      stalls_.get(), "getxattr", path, [this] { return DupRootFd(); },
+      [&] {
+        return WithParentOfPath(path, [&](int dir, const char* leaf) {
+          std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
+          for (;;) {
+            ssize_t n = ::lgetxattr(proc.c_str(), name.c_str(), nullptr, 0);
+            if (n < 0) return -errno;
+            value.resize(static_cast<size_t>(n));
+            if (n == 0) return 0;
+            ssize_t m = ::lgetxattr(proc.c_str(), name.c_str(), value.data(), value.size());
+            if (m >= 0) {
+              value.resize(static_cast<size_t>(m));
+              return 0;
+            }
+            if (errno != ERANGE) return -errno;  // ERANGE: it grew; ask again
+          }
+        });
+      });
   if (rc < 0) return Error(-rc, "getxattr", path);
   return value;
 }
@@ -577,23 +624,25 @@ Result<std::string> LocalOrigin::GetXattr(const std::string& path, const std::st
 Result<std::vector<std::string>> LocalOrigin::ListXattr(const std::string& path) {
   if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
   std::string list;
-  int rc = Watched(stalls_.get(), "listxattr", path, [&] {
-    return WithParentOfPath(path, [&](int dir, const char* leaf) {
-      std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
-      for (;;) {
-        ssize_t n = ::llistxattr(proc.c_str(), nullptr, 0);
-        if (n < 0) return -errno;
-        list.resize(static_cast<size_t>(n));
-        if (n == 0) return 0;
-        ssize_t m = ::llistxattr(proc.c_str(), list.data(), list.size());
-        if (m >= 0) {
-          list.resize(static_cast<size_t>(m));
-          return 0;
-        }
-        if (errno != ERANGE) return -errno;
-      }
-    });
-  });
+  int rc = Watched(
+      stalls_.get(), "listxattr", path, [this] { return DupRootFd(); },
+      [&] {
+        return WithParentOfPath(path, [&](int dir, const char* leaf) {
+          std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
+          for (;;) {
+            ssize_t n = ::llistxattr(proc.c_str(), nullptr, 0);
+            if (n < 0) return -errno;
+            list.resize(static_cast<size_t>(n));
+            if (n == 0) return 0;
+            ssize_t m = ::llistxattr(proc.c_str(), list.data(), list.size());
+            if (m >= 0) {
+              list.resize(static_cast<size_t>(m));
+              return 0;
+            }
+            if (errno != ERANGE) return -errno;
+          }
+        });
+      });
   if (rc < 0) return Error(-rc, "listxattr", path);
   std::vector<std::string> names;
   size_t start = 0;

@@ -42,7 +42,9 @@
 // watched (cache/stall_watch.h). One that has not returned after that long
 // makes the origin unreachable in backoff(), so the cache answers for the
 // files and directories it holds, and further calls fail at once with
-// ETIMEDOUT (a probe per back-off period excepted) instead of stalling too.
+// ETIMEDOUT instead of stalling too; a statfs in a thread of its own probes
+// the origin once per back-off period meanwhile, and the first answer (of
+// the probe or of a stalled call) ends it.
 //
 // Thread-safety: every method may be called from many threads at once.
 #pragma once
@@ -121,6 +123,8 @@ class LocalOrigin final : public Origin {
               std::shared_ptr<IoBackend> io, bool openat2, int reopen_interval_ms);
 
   std::shared_ptr<const Root> CurrentRoot() const;
+  // A new descriptor of the current root (for a probe), or -1.
+  int DupRootFd() const;
   // Runs fn(root_fd), which returns >= 0 or -errno; if it failed because
   // the root is dead and a fresh root could be opened, runs it once more on
   // that one. Returns fn's last result.

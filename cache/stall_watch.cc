@@ -33,34 +33,51 @@ StallWatch::~StallWatch() {
 }
 
 bool StallWatch::Begin(const char* op, const std::string& path, Token* token) {
-  const bool unreachable = options_.stall_ns > 0 && backoff_->unreachable();
-  const int64_t now = clock_();
-  std::unique_lock<std::mutex> l(mu_);
-  bool probe = false;
-  if (unreachable) {
-    if (stalled_now_ >= static_cast<uint64_t>(std::max(options_.max_stalled, 0)) ||
-        now < next_probe_ns_) {
+  if (options_.stall_ns > 0 && backoff_->unreachable()) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
       refused_++;
-      l.unlock();
-      backoff_->Record(RefusedStatus(op, path));
-      return false;
     }
-    next_probe_ns_ = now + options_.probe_interval_ns;
-    probe = true;
+    backoff_->Record(RefusedStatus(op, path));
+    return false;
   }
-  Entry e{op, &path, now};
-  e.report = probe;
-  *token = calls_.insert(calls_.end(), e);
+  const int64_t now = clock_();
+  std::lock_guard<std::mutex> l(mu_);
+  *token = calls_.insert(calls_.end(), Entry{op, &path, now});
   return true;
+}
+
+bool StallWatch::ProbeDue() {
+  if (options_.stall_ns <= 0 || !backoff_->unreachable()) return false;
+  const int64_t now = clock_();
+  std::lock_guard<std::mutex> l(mu_);
+  if (probing_ || now < next_probe_ns_) return false;
+  probing_ = true;
+  next_probe_ns_ = now + options_.probe_interval_ns;
+  return true;
+}
+
+void StallWatch::BeginProbe(const char* op, const std::string& path, Token* token) {
+  const int64_t now = clock_();
+  std::lock_guard<std::mutex> l(mu_);
+  Entry e{op, &path, now};
+  e.probe = true;
+  *token = calls_.insert(calls_.end(), e);
+}
+
+void StallWatch::CancelProbe() {
+  std::lock_guard<std::mutex> l(mu_);
+  probing_ = false;
 }
 
 void StallWatch::End(Token token, int code) {
   bool report;
   {
     std::lock_guard<std::mutex> l(mu_);
-    report = token->report || token->stalled;
-    if (token->stalled) stalled_now_--;
+    report = token->probe || token->stalled;
+    if (token->probe) probing_ = false;
     if (token->stalled) {
+      stalled_now_--;
       LOG_INFO("origin answered the {} after {} ms", Describe(token->op, *token->path),
                (clock_() - token->start_ns) / 1000000);
     }
@@ -95,8 +112,7 @@ void StallWatch::Check() {
       stalled_now_++;
       found = Describe(e.op, *e.path);
       last_stalled_ = found;
-      // The probes start a period after this.
-      next_probe_ns_ = now + options_.probe_interval_ns;
+      if (!e.probe) next_probe_ns_ = now + options_.probe_interval_ns;  // a period on
     }
   }
   if (found.empty()) return;

@@ -14,14 +14,16 @@
 // where it is until the origin answers it.
 //
 // Contract:
-// - Begin() admits every call while the origin is reachable. While it is
-//   unreachable, one call per back-off period is admitted as a probe (at
-//   most max_stalled calls may be stalled at once; then none), and every
-//   other call is refused: the caller fails at once with ETIMEDOUT instead
-//   of joining the stalled ones (each would hold a FUSE worker thread for as
-//   long as the origin hangs). A refusal extends the episode.
-// - A call that was found stalled, or admitted as a probe, reports its
-//   outcome when it returns (End): an answer (0, ENOENT, EACCES...) ends the
+// - Begin() admits every call while the origin is reachable, and refuses
+//   every call while it is not: the caller fails at once with ETIMEDOUT
+//   instead of joining the stalled ones (each would hold a FUSE worker
+//   thread for as long as the origin hangs). A refusal extends the episode.
+// - No caller's call is ever a probe. The owner asks ProbeDue() after a
+//   refusal and, when it says yes, runs one probe call of its own in the
+//   background (BeginProbe/End); at most one probe is in flight, at most one
+//   starts per probe interval. A probe that stalls is found like any call.
+// - A call that was found stalled, and every probe, report their outcome
+//   when they return (End): an answer (0, ENOENT, EACCES...) ends the
 //   episode at once, an error IsOriginUnavailable() accepts extends it.
 // - Other calls report nothing: the watch costs a list insert and erase per
 //   call while the origin answers.
@@ -51,9 +53,6 @@ class StallWatch {
     // Least time between two probes while the origin is unreachable.
     // Default: 5 s.
     int64_t probe_interval_ns = 5'000'000'000;
-    // Calls that may be stalled at once; at that many no probe goes.
-    // Default: 4.
-    int max_stalled = 4;
     // How often the watchdog looks; < 0: no watchdog thread (tests call
     // Check). Default: 0 = a quarter of stall_ns, between 10 ms and 1 s.
     int64_t tick_ns = 0;
@@ -71,7 +70,7 @@ class StallWatch {
     const std::string* path;  // the caller's, valid while the call is in flight
     int64_t start_ns;
     bool stalled = false;
-    bool report = false;  // a probe: its outcome goes to the backoff
+    bool probe = false;
   };
   using Token = std::list<Entry>::iterator;
 
@@ -79,6 +78,11 @@ class StallWatch {
   // origin, false if it must fail at once (RefusedStatus). path must stay
   // valid until End. REQUIRES: End(*token, ...) after a true return.
   bool Begin(const char* op, const std::string& path, Token* token);
+  // Whether the owner should start a probe now (then it must: BeginProbe
+  // and End, or CancelProbe if it cannot).
+  bool ProbeDue();
+  void BeginProbe(const char* op, const std::string& path, Token* token);
+  void CancelProbe();
   // The call returned with code (0 or an errno).
   void End(Token token, int code);
   // What a refused call fails with: ETIMEDOUT naming the stalled call.
@@ -104,6 +108,7 @@ class StallWatch {
   uint64_t stalled_now_ = 0;   // GUARDED_BY(mu_)
   uint64_t refused_ = 0;       // GUARDED_BY(mu_)
   int64_t next_probe_ns_ = 0;  // GUARDED_BY(mu_)
+  bool probing_ = false;       // GUARDED_BY(mu_): a probe is in flight
   std::string last_stalled_;   // GUARDED_BY(mu_): "stat of 'a/b'", for messages
   bool stopping_ = false;      // GUARDED_BY(mu_)
   std::thread watchdog_;

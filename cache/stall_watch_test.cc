@@ -22,7 +22,6 @@ class StallWatchTest : public ::testing::Test {
     StallWatch::Options o;
     o.stall_ns = 10 * kSec;
     o.probe_interval_ns = 5 * kSec;
-    o.max_stalled = 2;
     o.tick_ns = -1;  // the test calls Check
     return o;
   }
@@ -86,39 +85,65 @@ TEST_F(StallWatchTest, AStalledCallThatFailsUnreachableKeepsTheEpisode) {
   watch_.Check();
   watch_.End(stuck, EIO);  // a soft NFS mount's timeout
   EXPECT_TRUE(backoff_.unreachable());
-  // ENOENT is an answer.
+  // A probe answered with ENOENT: an answer.
   now_ += 5 * kSec;
+  ASSERT_TRUE(watch_.ProbeDue());
   StallWatch::Token probe;
-  ASSERT_TRUE(watch_.Begin("stat", b_, &probe));
+  watch_.BeginProbe("statfs", b_, &probe);
   watch_.End(probe, ENOENT);
   EXPECT_FALSE(backoff_.unreachable());
 }
 
-TEST_F(StallWatchTest, OneProbePerPeriodAndNoneAtTheStallLimit) {
-  StallWatch::Token stuck1, stuck2, t;
-  ASSERT_TRUE(watch_.Begin("stat", a_, &stuck1));
+TEST_F(StallWatchTest, CallersNeverProbeAndOneProbeGoesPerPeriod) {
+  StallWatch::Token stuck, probe, t;
+  ASSERT_TRUE(watch_.Begin("stat", a_, &stuck));
+  EXPECT_FALSE(watch_.ProbeDue()) << "reachable: nothing to probe";
   now_ += 10 * kSec;
   watch_.Check();
-  EXPECT_FALSE(watch_.Begin("stat", b_, &t));  // within the period
-  now_ += 5 * kSec;
-  ASSERT_TRUE(watch_.Begin("stat", b_, &stuck2));  // the probe
-  EXPECT_FALSE(watch_.Begin("stat", c_, &t));      // one per period
+  EXPECT_FALSE(watch_.ProbeDue()) << "a period after the stall was found";
+  // Callers are refused however long it has been: none of them may stall.
+  for (int i = 0; i < 3; ++i) {
+    now_ += 5 * kSec;
+    EXPECT_FALSE(watch_.Begin("stat", b_, &t));
+  }
+  ASSERT_TRUE(watch_.ProbeDue());
+  EXPECT_FALSE(watch_.ProbeDue()) << "one probe at a time";
+  watch_.BeginProbe("statfs", c_, &probe);
   now_ += 10 * kSec;
   watch_.Check();  // the probe stalls too
   EXPECT_EQ(watch_.stalled_now(), 2u);
-  EXPECT_TRUE(backoff_.unreachable());
-  // At max_stalled no probe goes, however long it has been.
-  now_ += 60 * kSec;
-  EXPECT_FALSE(watch_.Begin("stat", c_, &t));
-  // One stalled call returns: probes may go again, and a probe that is
-  // answered ends the episode while the other stalled call still waits.
-  watch_.End(stuck1, 0);
+  EXPECT_FALSE(watch_.ProbeDue()) << "the stalled probe is still in flight";
+  // The stalled probe is answered: the episode ends while the first call
+  // still waits.
+  watch_.End(probe, 0);
   EXPECT_FALSE(backoff_.unreachable());
   ASSERT_TRUE(watch_.Begin("stat", c_, &t));
   watch_.End(t, 0);
   EXPECT_EQ(watch_.stalled_now(), 1u);
-  watch_.End(stuck2, 0);
+  watch_.End(stuck, 0);
   EXPECT_EQ(watch_.stalled_now(), 0u);
+}
+
+TEST_F(StallWatchTest, AProbeThatFailsUnreachableAllowsTheNextAfterAPeriod) {
+  StallWatch::Token stuck, probe;
+  ASSERT_TRUE(watch_.Begin("stat", a_, &stuck));
+  now_ += 10 * kSec;
+  watch_.Check();
+  now_ += 5 * kSec;
+  ASSERT_TRUE(watch_.ProbeDue());
+  watch_.BeginProbe("statfs", b_, &probe);
+  watch_.End(probe, ENOTCONN);
+  EXPECT_TRUE(backoff_.unreachable());
+  EXPECT_FALSE(watch_.ProbeDue());
+  now_ += 5 * kSec;
+  EXPECT_TRUE(watch_.ProbeDue());
+  watch_.CancelProbe();  // the owner could not start it: the next period tries again
+  EXPECT_FALSE(watch_.ProbeDue());
+  now_ += 5 * kSec;
+  EXPECT_TRUE(watch_.ProbeDue());
+  watch_.CancelProbe();
+  watch_.End(stuck, 0);
+  EXPECT_FALSE(backoff_.unreachable());
 }
 
 TEST(StallWatchThreadTest, TheWatchdogFindsAStallOnItsOwn) {

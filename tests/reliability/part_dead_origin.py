@@ -9,11 +9,20 @@ fail with an error (EIO/ENOENT/ESTALE/ENOTCONN...) instead of hanging
 filesystem comes back (an identical copy of its image mounted at the same
 path), everything reads correctly again: first on the running mount; if
 the daemon cannot recover by itself, that is a failed check, and a stoker
-remount on the same cache must then serve everything."""
+remount on the same cache must then serve everything.
+
+Then the origin hangs instead (another stoker mount over the tree whose
+daemon is stopped with SIGSTOP: every call into it waits, as calls into a
+hard NFS mount whose server is gone do). Proves: once a call has stalled for
+--origin-stall-timeout, 6 readers compare cached files for a while with no
+error and no hang, uncached reads fail without hanging, and everything reads
+right once the origin answers again."""
 
 import errno
 import os
 import random
+import signal
+import threading
 import time
 
 import rel
@@ -69,6 +78,50 @@ def dead_origin(tally, scratch, quick, seed):
         m = scratch.stoker_mount(odir / "tree", "do", args, cache=m.cache)
     rel.compare_everything(tally, keep, m.mnt, rels)
     m.unmount()
+    hung_origin(tally, scratch, quick, seed)
+
+
+def hung_origin(tally, scratch, quick, seed):
+    rng = random.Random(seed + 1)
+    tree = scratch.path("hung-tree")
+    rels = sorted(rel.make_tree(tree, rng, 24 if quick else 60, 3 * MIB))
+    cached, uncached = rels[::2], rels[1::2]
+    # --revalidate 0 on both: the kernel keeps no attributes of the inner
+    # mount, and the outer one asks its origin at every open.
+    inner = scratch.stoker_mount(tree, "hung-inner", ARGS + ["--revalidate", "0"])
+    stall = 2
+    outer = scratch.stoker_mount(inner.mnt, "hung-outer",
+                                 ARGS + ["--revalidate", "0", "--cache-size", "1G",
+                                         "--origin-stall-timeout", str(stall)])
+    rel.compare_everything(tally, tree, outer.mnt, cached)
+    os.kill(inner.pid, signal.SIGSTOP)
+    tally.add(faults=1, cases=1)
+    try:
+        # A first call stalls; the readers start once it has been seen.
+        first = threading.Thread(target=lambda: os.stat(outer.mnt / cached[0]), daemon=True)
+        first.start()
+        time.sleep(stall + 1.5)
+        readers = rel.Readers(tally, tree, outer.mnt, cached, 6, seed).start()
+        time.sleep(8 if quick else 40)
+        stuck = readers.finish(timeout=READ_DEADLINE)
+        if stuck:
+            tally.add(hangs=len(stuck))
+            tally.say(f"HANG: readers {stuck} of cached files stuck while the origin hung")
+        errors = uncached_reads_fail(tally, outer, tree, uncached)
+        tally.say(f"origin hung: 6 readers compared {readers.bytes} bytes of cached files; "
+                  f"uncached reads: {sorted(errors)}")
+    finally:
+        os.kill(inner.pid, signal.SIGCONT)
+    first.join(READ_DEADLINE)
+    if first.is_alive():
+        tally.add(hangs=1)
+        tally.say("HANG: the stalled call did not return once the origin answered")
+    tally.add(cases=1)
+    if not recovered(outer, tree, uncached):
+        tally.fail("uncached files did not read right once the origin answered again")
+    rel.compare_everything(tally, tree, outer.mnt, rels)
+    outer.unmount()
+    inner.unmount()
 
 
 def uncached_reads_fail(tally, m, keep, rels):
