@@ -297,15 +297,21 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
   std::vector<ChunkKey> pins;
   std::vector<uint64_t> verified;
   std::vector<std::pair<uint64_t, uint64_t>> to_check;  // chunk, checksum
+  std::vector<uint64_t> claimed;
   for (uint64_t i : idx) {
     ChunkKey key{v.key.object_id, v.key.version, i};
     bool ok = false;
     if (!resident_->TryPin(key, &ok)) continue;  // evicted meanwhile
+    if (!ok && readahead && !readahead->ClaimCheck(i)) {
+      resident_->Unpin(key);  // its reader is checking it
+      continue;
+    }
     pins.push_back(key);
     if (ok) {
       verified.push_back(i);
       continue;
     }
+    if (readahead) claimed.push_back(i);
     auto rec = index_->GetChunk(key);
     if (rec.ok() && *rec && (*rec)->len == ChunkLength(size, chunk_size_, i)) {
       to_check.emplace_back(i, (*rec)->xxh3);
@@ -340,6 +346,8 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
       }
     }
   }
+  // After the Puts: a reader waiting for one of these finds it held.
+  if (readahead) readahead->EndChecks(claimed);
   for (const ChunkKey& k : pins) resident_->Unpin(k);
 }
 

@@ -87,6 +87,7 @@ std::vector<char> ObjectCacheImpl::CheckChunks(
               ChunkChecksum(ops[i].buf, ops[i].len) == to_check[i].second;
     if (good[i]) {
       resident_->MarkVerified(key);
+      counters_.chunks_verified++;
       if (bytes) {
         (*bytes)[i] = ChunkBytes{std::shared_ptr<const char>(bufs[i], bufs[i].get()), ops[i].len,
                                  /*from_cache=*/true};
@@ -124,7 +125,8 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
   std::vector<char> from_fd(span.count, 0);
   std::vector<ChunkBytes> mem(span.count);
   std::vector<uint64_t> missing;
-  std::vector<uint64_t> unverified;
+  std::vector<uint64_t> unverified;  // checked here (claimed)
+  std::vector<uint64_t> awaited;     // being checked by another: waited for
   for (uint64_t c = 0; c < span.count; ++c) {
     uint64_t idx = span.first + c;
     // Fetched ahead of us and still in memory: the data file may not have
@@ -140,10 +142,18 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     } else if (verified) {
       from_fd[c] = 1;
       keep->pins.push_back(key);
-    } else {
+    } else if (f.readahead->ClaimCheck(idx)) {
       unverified.push_back(idx);
+    } else {
+      awaited.push_back(idx);
     }
   }
+  // Whatever happens to them below, the claims end with this read.
+  struct Claims {
+    Readahead* readahead;
+    std::vector<uint64_t> idx;
+    ~Claims() { readahead->EndChecks(idx); }
+  } claims{f.readahead.get(), unverified};
 
   // First serve of a chunk in this process: find its record, read it back
   // and check it. A data file gone under its records means those records
@@ -188,11 +198,30 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     for (size_t i = 0; i < good.size(); ++i) {
       const uint64_t idx = to_check[i].first;
       if (good[i]) {
+        counters_.chunks_verified_by_readers++;
         resident_->Unpin(ChunkKey{v->key.object_id, v->key.version, idx});
         mem[idx - span.first] = checked[i];
       } else {
         missing.push_back(idx);
       }
+    }
+  }
+  // Own claims end before waiting on others' (two reads must not wait on
+  // each other).
+  f.readahead->EndChecks(claims.idx);
+  claims.idx.clear();
+  // Chunks this file's prefetch (or another read) is checking right now:
+  // its bytes, once checked, rather than a second read and check. Nothing
+  // held after the wait (a failed check, a chunk another read checked for
+  // itself, a full readahead budget): a miss, which loads the stored chunk
+  // (checked) or fetches it.
+  for (uint64_t idx : awaited) {
+    resident_->Unpin(ChunkKey{v->key.object_id, v->key.version, idx});
+    counters_.collapsed_checks++;
+    if (auto held = f.readahead->AwaitCheck(idx)) {
+      mem[idx - span.first] = *held;
+    } else {
+      missing.push_back(idx);
     }
   }
 
@@ -245,6 +274,7 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
   out->Keep(std::move(keep));
   if (!deferred->empty()) out->Keep(std::move(deferred));
   counters_.bytes_read += span.len;
+  counters_.read_requests++;
   counters_.cache_hit_bytes += hit_bytes;
   MaybePrefetch(f, span.off, end, span.first + span.count - 1);
   return Status::OK();

@@ -14,6 +14,7 @@ namespace stoker {
 
 struct CacheCounters {
   std::atomic<uint64_t> bytes_read{0};         // bytes returned to readers
+  std::atomic<uint64_t> read_requests{0};      // reads that returned them
   std::atomic<uint64_t> cache_hit_bytes{0};    // of those, served from the SSD tier
   std::atomic<uint64_t> origin_bytes_read{0};  // bytes read from the origin
   std::atomic<uint64_t> origin_reads{0};       // origin read operations
@@ -29,12 +30,17 @@ struct CacheCounters {
   std::atomic<uint64_t> revalidations{0};      // identity checks at open
   std::atomic<uint64_t> origin_changes{0};     // of those, found a changed file
   std::atomic<uint64_t> checksum_failures{0};  // cached chunks found corrupt
+  // Cached chunks read back and found good, first served in this process;
+  // of those, checked by a read that waited for it (not ahead of it).
+  std::atomic<uint64_t> chunks_verified{0};
+  std::atomic<uint64_t> chunks_verified_by_readers{0};
   std::atomic<uint64_t> origin_errors{0};
   // Revalidations and lookups of cached files answered from the cache, not
   // asked, while the origin was unreachable (OriginBackoff).
   std::atomic<uint64_t> revalidations_skipped{0};
   std::atomic<uint64_t> errors{0};                // all errors returned to readers
   std::atomic<uint64_t> collapsed_misses{0};      // readers that waited on another's fetch
+  std::atomic<uint64_t> collapsed_checks{0};      // ... on another's check of a cached chunk
   std::atomic<uint64_t> prefetched_chunks{0};     // fetched from the origin ahead of a reader
   std::atomic<uint64_t> dir_prefetched_files{0};  // files fetched ahead of a directory scan
   std::atomic<uint64_t> warm_files_queued{0};

@@ -175,6 +175,28 @@ std::optional<ChunkBytes> Readahead::Get(uint64_t idx) {
   return it->second;
 }
 
+bool Readahead::ClaimCheck(uint64_t idx) {
+  std::lock_guard<std::mutex> l(mu);
+  return checking.insert(idx).second;
+}
+
+void Readahead::EndChecks(const std::vector<uint64_t>& idx) {
+  if (idx.empty()) return;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    for (uint64_t i : idx) checking.erase(i);
+  }
+  checked.notify_all();
+}
+
+std::optional<ChunkBytes> Readahead::AwaitCheck(uint64_t idx) {
+  std::unique_lock<std::mutex> l(mu);
+  checked.wait(l, [&] { return checking.count(idx) == 0; });
+  auto it = chunks.find(idx);
+  if (it == chunks.end()) return std::nullopt;
+  return it->second;
+}
+
 Readahead::~Readahead() {
   for (const auto& [idx, b] : chunks) *budget += static_cast<int64_t>(b.len);
 }

@@ -152,8 +152,12 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
   p.options = options;
   p.origin = std::move(origin);
   STOKER_ASSIGN_OR_RETURN(p.lock, CacheDirLock::Acquire(options.dir, true));
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(options.io_backend));
-  p.io = std::move(io);
+  if (options.io != nullptr) {
+    p.io = options.io;
+  } else {
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(options.io_backend));
+    p.io = std::move(io);
+  }
 
   ChunkIndex::Options io_opts;
   io_opts.path = options.dir + "/index";
@@ -621,6 +625,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   const CacheCounters& c = counters_;
 #define STOKER_COUNTER(name) j[#name] = c.name.load();
   STOKER_COUNTER(bytes_read)
+  STOKER_COUNTER(read_requests)
   STOKER_COUNTER(cache_hit_bytes)
   STOKER_COUNTER(origin_bytes_read)
   STOKER_COUNTER(origin_reads)
@@ -633,10 +638,13 @@ nlohmann::json ObjectCacheImpl::Stats() {
   STOKER_COUNTER(revalidations)
   STOKER_COUNTER(origin_changes)
   STOKER_COUNTER(checksum_failures)
+  STOKER_COUNTER(chunks_verified)
+  STOKER_COUNTER(chunks_verified_by_readers)
   STOKER_COUNTER(origin_errors)
   STOKER_COUNTER(revalidations_skipped)
   STOKER_COUNTER(errors)
   STOKER_COUNTER(collapsed_misses)
+  STOKER_COUNTER(collapsed_checks)
   STOKER_COUNTER(prefetched_chunks)
   STOKER_COUNTER(dir_prefetched_files)
   STOKER_COUNTER(warm_files_queued)

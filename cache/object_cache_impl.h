@@ -142,7 +142,19 @@ struct Readahead {
   std::mutex mu;
   std::map<uint64_t, ChunkBytes> chunks;  // GUARDED_BY(mu)
   uint64_t passed = 0;  // GUARDED_BY(mu): a sequential reader is past chunks below it
+  // Cached chunks being read back and checked for this file (by its
+  // prefetch or a read): one check per chunk, the others wait for it.
+  std::unordered_set<uint64_t> checking;  // GUARDED_BY(mu)
+  std::condition_variable checked;
   std::optional<ChunkBytes> Get(uint64_t idx);
+  // Claims the check of cached chunk idx; false if another holds the claim.
+  bool ClaimCheck(uint64_t idx);
+  // Ends the claims on idx (after the good chunks were Put) and wakes who
+  // waits for them.
+  void EndChecks(const std::vector<uint64_t>& idx);
+  // Waits until nobody checks chunk idx, then returns what is held for it
+  // (nothing if the check failed or the chunk was not held).
+  std::optional<ChunkBytes> AwaitCheck(uint64_t idx);
   // Holds chunk idx; past max held, the lowest-numbered one goes.
   void Put(uint64_t idx, const ChunkBytes& bytes, size_t max);
   // Whether fetching chunk idx ahead still helps: not held, reader not past it.

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -871,6 +872,90 @@ TEST_F(ObjectCacheTest, SequentialReadsArrivingOutOfOrderArePrefetched) {
   // with the reader fetched anything.
   EXPECT_GT(cache->counters().prefetched_chunks.load(), 8u);
   EXPECT_EQ(cache->counters().chunks_fetched.load(), 32u) << "nothing fetched twice";
+}
+
+// Cache I/O that takes its time (a busy SSD) while it is held here: batched
+// reads (the read-back checks of cached chunks) of bytes at or past an
+// offset. Everything else passes through.
+class HeldIo : public IoBackend {
+ public:
+  explicit HeldIo(std::unique_ptr<IoBackend> inner) : inner_(std::move(inner)) {}
+  void HoldReadsFrom(off_t off) { Set(true, off); }
+  void Release() { Set(false, 0); }
+  int held() const { return held_.load(); }
+  std::string Name() const override { return "held(" + inner_->Name() + ")"; }
+  Result<size_t> Read(int fd, void* buf, size_t len, off_t off) override {
+    return inner_->Read(fd, buf, len, off);
+  }
+  Status Write(int fd, const void* buf, size_t len, off_t off) override {
+    return inner_->Write(fd, buf, len, off);
+  }
+  void ReadBatch(std::vector<ReadOp>& ops) override {
+    Wait([&] {
+      return reads_ && std::any_of(ops.begin(), ops.end(),
+                                   [&](const ReadOp& op) { return op.off >= reads_from_; });
+    });
+    inner_->ReadBatch(ops);
+  }
+
+ private:
+  void Set(bool reads, off_t from) {
+    std::lock_guard<std::mutex> l(mu_);
+    reads_ = reads;
+    reads_from_ = from;
+    cv_.notify_all();
+  }
+  template <typename Pred>
+  void Wait(Pred holding) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (!holding()) return;
+    held_++;
+    cv_.wait(l, [&] { return !holding(); });
+    held_--;
+  }
+  const std::unique_ptr<IoBackend> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool reads_ = false;    // GUARDED_BY(mu_)
+  off_t reads_from_ = 0;  // GUARDED_BY(mu_)
+  std::atomic<int> held_{0};
+};
+
+// After a restart every cached chunk is read back and checked once before
+// it is served. A sequential reader that asks for a chunk its prefetch is
+// checking waits for that check: the chunk is not read and checked twice.
+TEST_F(ObjectCacheTest, AChunkBeingCheckedAheadIsNotCheckedAgainByItsReader) {
+  options_.prefetch_bytes = 4 * kCs;
+  const std::string data = Pattern(8 * kCs, 25);
+  Put("a", data);
+  {
+    auto first = OpenCache();
+    EXPECT_EQ(ReadAll(*first, "a"), data);
+    EXPECT_TRUE(Eventually([&] { return first->Stats()["chunks"] == 8u; }));
+  }
+  auto io = std::make_shared<HeldIo>(std::move(MakeIoBackend(IoBackendKind::kSyscall)).value());
+  options_.io = io;
+  auto cache = OpenCache();
+  auto o = cache->Open("a", false).value();
+  // Chunk 0 is checked by its read; the prefetch's checks of chunks 1-4
+  // are held in their read-back.
+  io->HoldReadsFrom(kCs);
+  EXPECT_EQ(ReadRange(*cache, o, 0, kCs), data.substr(0, kCs));
+  ASSERT_TRUE(Eventually([&] { return io->held() >= 1; })) << "the prefetch checked nothing";
+  std::string got;
+  std::thread reader([&] { got = ReadRange(*cache, o, kCs, kCs); });
+  // Either the reader waits for the prefetch's check, or (the bug) it
+  // reads the chunk back itself and is held too.
+  ASSERT_TRUE(Eventually(
+      [&] { return cache->counters().collapsed_checks.load() >= 1 || io->held() >= 2; }));
+  EXPECT_EQ(io->held(), 1) << "the reader read back a chunk that was being checked";
+  io->Release();
+  reader.join();
+  EXPECT_EQ(got, data.substr(kCs, kCs));
+  EXPECT_EQ(cache->counters().collapsed_checks.load(), 1u);
+  EXPECT_EQ(ReadRange(*cache, o, 2 * kCs, 6 * kCs), data.substr(2 * kCs));
+  EXPECT_EQ(cache->counters().chunks_verified.load(), 8u) << "a chunk was checked twice";
+  EXPECT_EQ(cache->counters().origin_reads.load(), 0u);
 }
 
 TEST_F(ObjectCacheTest, WarmPullsATreeIntoTheCache) {
