@@ -144,13 +144,17 @@ void OriginHandle::Forget(const OriginFile* file) {
 }
 
 Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& options,
-                                                       std::shared_ptr<Origin> origin) {
+                                                       std::shared_ptr<Origin> origin,
+                                                       std::shared_ptr<IoBackend> io) {
   STOKER_RETURN_IF_ERROR(ValidateOptions(options));
   ObjectCacheImpl::Parts p;
   p.options = options;
   p.origin = std::move(origin);
   STOKER_ASSIGN_OR_RETURN(p.lock, CacheDirLock::Acquire(options.dir, true));
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(options.io_backend));
+  if (io == nullptr) {
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> made, MakeIoBackend(options.io_backend));
+    io = std::move(made);
+  }
   p.io = std::move(io);
 
   ChunkIndex::Options io_opts;
