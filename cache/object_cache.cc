@@ -144,18 +144,18 @@ void OriginHandle::Forget(const OriginFile* file) {
 }
 
 Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& options,
-                                                       std::shared_ptr<Origin> origin,
-                                                       std::shared_ptr<IoBackend> io) {
+                                                       std::shared_ptr<Origin> origin) {
   STOKER_RETURN_IF_ERROR(ValidateOptions(options));
   ObjectCacheImpl::Parts p;
   p.options = options;
   p.origin = std::move(origin);
   STOKER_ASSIGN_OR_RETURN(p.lock, CacheDirLock::Acquire(options.dir, true));
-  if (io == nullptr) {
-    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> made, MakeIoBackend(options.io_backend));
-    io = std::move(made);
+  if (options.io != nullptr) {
+    p.io = options.io;
+  } else {
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(options.io_backend));
+    p.io = std::move(io);
   }
-  p.io = std::move(io);
 
   ChunkIndex::Options io_opts;
   io_opts.path = options.dir + "/index";

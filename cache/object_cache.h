@@ -94,12 +94,9 @@ class ObjectCache {
   // Opens (or creates) the cache at options.dir: takes the directory lock
   // (EBUSY "cache dir X is in use by another stoker process" if held), opens
   // the index, reclaims pending writes of a crashed predecessor, starts the
-  // eviction and fetch threads. Does not scan data/. io: the backend for
-  // cache files (null: MakeIoBackend(options.io_backend)); tests pass one
-  // that holds or fails writes.
+  // eviction and fetch threads. Does not scan data/.
   static Result<std::unique_ptr<ObjectCache>> Open(const CacheOptions& options,
-                                                   std::shared_ptr<Origin> origin,
-                                                   std::shared_ptr<IoBackend> io = nullptr);
+                                                   std::shared_ptr<Origin> origin);
   // Stops threads, flushes access records, closes the index.
   virtual ~ObjectCache() = default;
 

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -637,7 +636,8 @@ TEST_F(ObjectCacheTest, AReaderWaitingOnAPrefetchIsAnsweredBeforeItsStores) {
   const std::string data = Pattern(8 * kCs, 24);
   Put("a", data);
   auto gate = std::make_shared<GatedWrites>(kCs);  // chunk 0 is stored, the rest wait
-  auto cache = ObjectCache::Open(options_, origin_, gate).value();
+  options_.io = gate;
+  auto cache = OpenCache();
   auto o = cache->Open("a", false).value();
   EXPECT_EQ(ReadRange(*cache, o, 0, kCs), data.substr(0, kCs));  // sends the prefetch ahead
   ASSERT_TRUE(Eventually([&] { return gate->waiting() > 0; })) << "the prefetch stores nothing";

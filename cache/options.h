@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "cache/io_backend.h"
@@ -67,6 +68,9 @@ struct CacheOptions {
   // I/O backend for origin and cache files. Default: kAuto (io_uring if the
   // kernel allows it, else syscalls).
   IoBackendKind io_backend = IoBackendKind::kAuto;
+  // The backend itself, used instead of one made from io_backend: a test
+  // seam (a wrapper that injects faults or holds writes). Default: null.
+  std::shared_ptr<IoBackend> io;
   // Read the origin and write chunk data with O_DIRECT where the file
   // systems allow it (cache/direct_io.h). Default: true. The mount applies
   // it process-wide, to the origin as well as to the cache.
