@@ -288,7 +288,11 @@ Status ObjectCacheImpl::FillRange(const std::shared_ptr<ObjectVersion>& v, Origi
   if (fill.load_cached && !cached.empty()) LoadCached(*v, cached, readahead);
   if (missing.empty() || !fill.fetch_missing) return Status::OK();
   std::vector<ChunkBytes> bytes;
-  return FetchChunks(v, origin, missing, &bytes, tally, readahead, readahead != nullptr);
+  // Stored when this returns, after every chunk's waiting readers have it:
+  // a reader that caught up with a prefetch does not wait for the cache
+  // writes of the chunks before its own.
+  DeferredStores defer(this, v);
+  return FetchChunks(v, origin, missing, &bytes, tally, readahead, readahead != nullptr, &defer);
 }
 
 void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx,

@@ -245,8 +245,10 @@ class ObjectCacheImpl final : public ObjectCache {
   void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
   Status ReclaimIntents();
 
-  // Chunks a reader fetched, stored when its ReadReply lets go of this (fs/:
-  // after the reply was sent), and held in unstored_ until then.
+  // Chunks a fetch put off storing, held in unstored_ until stored when this
+  // goes: a reader's, when its ReadReply lets go of it (fs/: after the reply
+  // was sent); a prefetch's or warm's, when its range is fetched and every
+  // reader waiting on it answered.
   class DeferredStores : public ReadReply::Keepalive {
    public:
     DeferredStores(ObjectCacheImpl* cache, std::shared_ptr<ObjectVersion> v)
@@ -282,7 +284,8 @@ class ObjectCacheImpl final : public ObjectCache {
   void PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
                      const std::shared_ptr<OriginHandle>& origin,
                      const std::shared_ptr<Readahead>& readahead, uint64_t first, uint64_t end);
-  // Fetches whatever is missing of chunks [first, end).
+  // Fetches whatever is missing of chunks [first, end) and stores it before
+  // returning, once every reader waiting on those chunks has their bytes.
   Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin, uint64_t first,
                    uint64_t end, FetchTally* tally, Readahead* readahead = nullptr,
                    Fill fill = Fill{});

@@ -1,7 +1,8 @@
 // CRC-32C (Castagnoli), as TFRecord framing uses it, and TFRecord's masking.
 // Uses the SSE4.2 crc32 instruction where the CPU has it (checked once, at
-// first use), a slicing-by-8 table otherwise. Both give identical results;
-// crc32c_test.cc checks them against each other and RFC 3720's vectors.
+// first use; three interleaved streams), a slicing-by-8 table otherwise.
+// Both give identical results; crc32c_test.cc checks them against each other
+// and RFC 3720's vectors.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -30,6 +31,10 @@ uint32_t ExtendPortable(uint32_t crc, const void* data, size_t len);
 bool HardwareAvailable();
 // REQUIRES: HardwareAvailable().
 uint32_t ExtendHardware(uint32_t crc, const void* data, size_t len);
+// ExtendHardware runs three interleaved streams over blocks of 3 x these
+// bytes (long blocks first, then short ones, then one stream for the rest).
+constexpr size_t kLongBlock = 8192;
+constexpr size_t kShortBlock = 256;
 }  // namespace crc32c_internal
 
 }  // namespace stoker

@@ -89,5 +89,43 @@ TEST(Crc32cTest, HardwareAgreesWithTableAtAllAlignments) {
   }
 }
 
+// Lengths on and around the three-stream block sizes and their multiples,
+// where the streams are joined, at several alignments and seeds.
+TEST(Crc32cTest, HardwareAgreesWithTableAroundStreamBlocks) {
+  if (!crc32c_internal::HardwareAvailable()) GTEST_SKIP() << "no SSE4.2 on this CPU";
+  using crc32c_internal::kLongBlock;
+  using crc32c_internal::kShortBlock;
+  std::mt19937 rng(43);
+  std::vector<uint8_t> buf(3 * 3 * kLongBlock + 3 * 3 * kShortBlock + 64);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  std::vector<size_t> lens;
+  for (size_t base : {3 * kShortBlock, 2 * 3 * kShortBlock, 3 * kLongBlock, 2 * 3 * kLongBlock,
+                      3 * kLongBlock + 3 * kShortBlock, 2 * 3 * kLongBlock + 2 * 3 * kShortBlock,
+                      3 * 3 * kLongBlock + 3 * 3 * kShortBlock}) {
+    for (int d : {-9, -8, -7, -1, 0, 1, 7, 8, 9}) lens.push_back(base + d);
+  }
+  for (size_t align : {0, 1, 7, 8, 13}) {
+    for (size_t len : lens) {
+      ASSERT_LE(align + len, buf.size());
+      const uint8_t* p = buf.data() + align;
+      uint32_t seed = rng();
+      EXPECT_EQ(crc32c_internal::ExtendPortable(seed, p, len),
+                crc32c_internal::ExtendHardware(seed, p, len))
+          << "align " << align << " len " << len;
+    }
+  }
+  // A single flipped bit in any one stream changes the result.
+  const size_t len = 3 * kLongBlock;
+  const uint32_t whole = crc32c_internal::ExtendHardware(0, buf.data(), len);
+  for (size_t at : {size_t{0}, kLongBlock + 5, 3 * kLongBlock - 1}) {
+    buf[at] ^= 1;
+    EXPECT_NE(whole, crc32c_internal::ExtendHardware(0, buf.data(), len)) << at;
+    EXPECT_EQ(crc32c_internal::ExtendPortable(0, buf.data(), len),
+              crc32c_internal::ExtendHardware(0, buf.data(), len))
+        << at;
+    buf[at] ^= 1;
+  }
+}
+
 }  // namespace
 }  // namespace stoker
