@@ -288,11 +288,14 @@ Status ObjectCacheImpl::FillRange(const std::shared_ptr<ObjectVersion>& v, Origi
   if (fill.load_cached && !cached.empty()) LoadCached(*v, cached, readahead);
   if (missing.empty() || !fill.fetch_missing) return Status::OK();
   std::vector<ChunkBytes> bytes;
-  // Stored when this returns, after every chunk's waiting readers have it:
-  // a reader that caught up with a prefetch does not wait for the cache
-  // writes of the chunks before its own.
+  // A derived file's range is stored when this returns, after every
+  // chunk's waiting readers have it: a reader that caught up with the
+  // producer does not wait for the cache writes of the chunks before its
+  // own. A plain file's is stored chunk by chunk (options.h says why).
   DeferredStores defer(this, v);
-  return FetchChunks(v, origin, missing, &bytes, tally, readahead, readahead != nullptr, &defer);
+  const bool defer_stores = options_.defer_plain_prefetch_stores || origin_->IsDerived(v->path);
+  return FetchChunks(v, origin, missing, &bytes, tally, readahead, readahead != nullptr,
+                     defer_stores ? &defer : nullptr);
 }
 
 void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx,

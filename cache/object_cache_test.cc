@@ -668,7 +668,9 @@ class GatedWrites final : public IoBackend {
 // A prefetch used to store each chunk before completing its fetch, so a
 // reader that caught up with it waited for the cache writes (4-7 ms a chunk
 // on the views benchmark) of every chunk up to its own.
+// What a derived file's prefetch always does, here on a plain file.
 TEST_F(ObjectCacheTest, AReaderWaitingOnAPrefetchIsAnsweredBeforeItsStores) {
+  options_.defer_plain_prefetch_stores = true;
   options_.prefetch_bytes = 4 * kCs;
   options_.dir_prefetch_files = 0;
   const std::string data = Pattern(8 * kCs, 24);
