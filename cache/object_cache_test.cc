@@ -968,6 +968,30 @@ TEST_F(SlabCacheTest, SmallFilesShareASlabAndBigOnesKeepTheirOwnFiles) {
   EXPECT_EQ(cache->counters().checksum_failures.load(), 0u);
 }
 
+// Each chunk's record says where it is: a cache written with slabs off (or
+// before them) is served as it is with them on, and the other way round.
+TEST_F(SlabCacheTest, ChunksStayWhereTheyWereWrittenWhenTheSettingChanges) {
+  Put("old", Pattern(10000, 1));
+  Put("new", Pattern(10000, 2));
+  options_.slab_max_bytes = 0;
+  { EXPECT_EQ(ReadAll(*OpenCache(), "old"), Pattern(10000, 1)); }
+  options_.slab_max_bytes = 1 << 20;
+  {
+    auto cache = OpenCache();
+    EXPECT_EQ(ReadAll(*cache, "old"), Pattern(10000, 1));
+    EXPECT_EQ(cache->counters().origin_bytes_read.load(), 0u) << "served from its own file";
+    EXPECT_EQ(ReadAll(*cache, "new"), Pattern(10000, 2));
+    EXPECT_EQ(cache->counters().slab_chunks_written.load(), 1u);
+  }
+  options_.slab_max_bytes = 0;
+  origin_->SetFailure(ENOTCONN);
+  auto cache = OpenCache();
+  EXPECT_EQ(ReadAll(*cache, "old"), Pattern(10000, 1));
+  EXPECT_EQ(ReadAll(*cache, "new"), Pattern(10000, 2));
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), 0u);
+  EXPECT_EQ(cache->counters().checksum_failures.load(), 0u);
+}
+
 TEST_F(SlabCacheTest, AFlippedByteInASlotIsDetectedAndRefetched) {
   Put("a", Pattern(10000, 1));
   Put("b", Pattern(10000, 2));
