@@ -189,7 +189,8 @@ void ObjectCacheImpl::EvictToLow() {
         continue;
       }
       const ChunkKey& key = victim.key;
-      auto freed = PunchAndDrop(key, victim.rank);
+      bool in_slot = false;
+      auto freed = PunchAndDrop(key, victim.rank, &in_slot);
       resident_->ReleaseLatch(key);
       if (!freed.ok()) {
         LOG_WARN("evicting: {}", freed.status().message());
@@ -201,7 +202,7 @@ void ObjectCacheImpl::EvictToLow() {
         counters_.evicted_chunks++;
         evicted += *freed;
       }
-      touched.insert(key.version_key());
+      if (!in_slot) touched.insert(key.version_key());  // its file may be empty now
     }
     if (done) break;
   }

@@ -209,10 +209,12 @@ Result<std::shared_ptr<DataFile>> ObjectCacheImpl::BeginChunkWrite(const ObjectV
 }
 
 Result<uint64_t> ObjectCacheImpl::PunchAndDrop(const ChunkKey& key,
-                                               const std::optional<EvictionRank>& stale_rank) {
+                                               const std::optional<EvictionRank>& stale_rank,
+                                               bool* in_slot) {
   SlotRef slot;
   auto rec = index_->GetChunk(key);
   if (rec.ok() && *rec) slot = (*rec)->slot;
+  if (in_slot) *in_slot = slot.valid();
   // Punch before dropping the record: a crash in between leaves a record
   // over a hole, which fails its checksum and is re-fetched. A slot's
   // blocks must go before the slot can be taken again.

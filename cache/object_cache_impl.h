@@ -309,9 +309,11 @@ class ObjectCacheImpl final : public ObjectCache {
   Result<std::shared_ptr<DataFile>> BeginChunkWrite(const ObjectVersion& v,
                                                     const ChunkPlace& place);
   // Punches key's bytes, then drops its record (and frees its slot).
-  // REQUIRES: key latched by the caller. Returns the bytes freed.
+  // REQUIRES: key latched by the caller. Returns the bytes freed; *in_slot
+  // (if given): whether the chunk was in a slot (no file of its own to unlink).
   Result<uint64_t> PunchAndDrop(const ChunkKey& key,
-                                const std::optional<EvictionRank>& stale_rank = std::nullopt);
+                                const std::optional<EvictionRank>& stale_rank = std::nullopt,
+                                bool* in_slot = nullptr);
   // Caches a fetched chunk unless there is no room (then it is only served);
   // true if it is in the cache now. Ticks the eviction clock either way.
   bool StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx, const ChunkBytes& bytes);
