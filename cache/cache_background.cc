@@ -114,7 +114,22 @@ void ObjectCacheImpl::ProcessDrops() {
     bool done = false;
     uint64_t freed = 0;
     Status err;
-    while (!done) {
+    // A chunk in a slab slot is punched and its slot freed under its latch
+    // (the slot is taken again soon, unlike a version's own file, which
+    // goes whole with its last chunk). Only a one-chunk version has one.
+    const ChunkKey first{v.object_id, v.version, 0};
+    auto rec = index_->GetChunk(first);
+    if (rec.ok() && *rec && (*rec)->slot.valid()) {
+      if (!resident_->TryLatchForEvict(first)) {
+        later.push_back(v);  // still read: next round
+        continue;
+      }
+      auto r = PunchAndDrop(first);
+      resident_->ReleaseLatch(first);
+      if (r.ok()) freed += *r;
+      err = r.status();
+    }
+    while (!done && err.ok()) {
       auto r = index_->DropVersionChunks(v, kDropBatch, &done);
       if (!r.ok()) {
         err = r.status();
@@ -174,15 +189,8 @@ void ObjectCacheImpl::EvictToLow() {
         continue;
       }
       const ChunkKey& key = victim.key;
-      // Punch before dropping the record: a crash in between leaves a
-      // record over a hole, which fails its checksum and is re-fetched.
-      auto file = store_->Get(key.version_key(), false);
-      if (file.ok()) {
-        Status s =
-            ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
-        if (!s.ok()) LOG_ERROR("evicting: {}", s.message());
-      }
-      auto freed = index_->DropChunk(key, victim.rank);
+      bool in_slot = false;
+      auto freed = PunchAndDrop(key, victim.rank, &in_slot);
       resident_->ReleaseLatch(key);
       if (!freed.ok()) {
         LOG_WARN("evicting: {}", freed.status().message());
@@ -194,7 +202,7 @@ void ObjectCacheImpl::EvictToLow() {
         counters_.evicted_chunks++;
         evicted += *freed;
       }
-      touched.insert(key.version_key());
+      if (!in_slot) touched.insert(key.version_key());  // its file may be empty now
     }
     if (done) break;
   }

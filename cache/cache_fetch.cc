@@ -303,12 +303,14 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
   const uint64_t size = v.identity.size;
   std::vector<ChunkKey> pins;
   std::vector<uint64_t> verified;
-  std::vector<std::pair<uint64_t, uint64_t>> to_check;  // chunk, checksum
+  std::vector<ChunkToCheck> to_check;
   std::vector<uint64_t> claimed;
+  SlotRef slot;  // only a one-chunk version has one: one file for all
   for (uint64_t i : idx) {
     ChunkKey key{v.key.object_id, v.key.version, i};
     bool ok = false;
-    if (!resident_->TryPin(key, &ok)) continue;  // evicted meanwhile
+    SlotRef at;
+    if (!resident_->TryPin(key, &ok, &at)) continue;  // evicted meanwhile
     if (!ok && readahead && !readahead->ClaimCheck(i)) {
       resident_->Unpin(key);  // its reader is checking it
       continue;
@@ -316,15 +318,19 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
     pins.push_back(key);
     if (ok) {
       verified.push_back(i);
+      slot = at;
       continue;
     }
     if (readahead) claimed.push_back(i);
     auto rec = index_->GetChunk(key);
-    if (rec.ok() && *rec && (*rec)->len == ChunkLength(size, chunk_size_, i)) {
-      to_check.emplace_back(i, (*rec)->xxh3);
+    if (rec.ok() && *rec && (*rec)->len == ChunkLength(size, chunk_size_, i) &&
+        SlotFits(v, (*rec)->slot)) {
+      to_check.push_back({i, (*rec)->xxh3, (*rec)->slot});
+      slot = (*rec)->slot;
     }
   }
-  auto file = store_->Get(v.key, false);
+  const ChunkKey first{v.key.object_id, v.key.version, idx.empty() ? 0 : idx[0]};
+  auto file = store_->Get(PlaceOf(first, slot, chunk_size_).file, false);
   if (file.ok()) {
     // Verified chunks only need to be in the page cache: readahead(2) starts
     // that without waiting. The others are read and checked here, off the
@@ -333,9 +339,10 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
     for (size_t a = 0; a < verified.size();) {
       size_t b = a;
       while (b + 1 < verified.size() && verified[b + 1] == verified[b] + 1) ++b;
-      const uint64_t off = ChunkOffset(chunk_size_, verified[a]);
-      const uint64_t end =
-          ChunkOffset(chunk_size_, verified[b]) + ChunkLength(size, chunk_size_, verified[b]);
+      const ChunkKey ka{v.key.object_id, v.key.version, verified[a]};
+      const uint64_t off = PlaceOf(ka, slot, chunk_size_).off;
+      const uint64_t end = off + ChunkOffset(chunk_size_, verified[b] - verified[a]) +
+                           ChunkLength(size, chunk_size_, verified[b]);
       (void)::readahead((*file)->fd(), static_cast<off64_t>(off), end - off);
       a = b + 1;
     }
@@ -345,10 +352,10 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
           CheckChunks(v, **file, to_check, readahead != nullptr ? &checked : nullptr);
       for (size_t i = 0; i < good.size(); ++i) {
         if (good[i]) {
-          if (readahead) readahead->Put(to_check[i].first, checked[i], ReadaheadLimit());
+          if (readahead) readahead->Put(to_check[i].idx, checked[i], ReadaheadLimit());
           continue;
         }
-        ChunkKey bad{v.key.object_id, v.key.version, to_check[i].first};
+        ChunkKey bad{v.key.object_id, v.key.version, to_check[i].idx};
         pins.erase(std::find(pins.begin(), pins.end(), bad));  // CheckChunks unpinned it
       }
     }

@@ -48,9 +48,9 @@ class SegmentBuilder {
 
 }  // namespace
 
-std::vector<char> ObjectCacheImpl::CheckChunks(
-    const ObjectVersion& v, DataFile& file,
-    const std::vector<std::pair<uint64_t, uint64_t>>& to_check, std::vector<ChunkBytes>* bytes) {
+std::vector<char> ObjectCacheImpl::CheckChunks(const ObjectVersion& v, DataFile& file,
+                                               const std::vector<ChunkToCheck>& to_check,
+                                               std::vector<ChunkBytes>* bytes) {
   const uint64_t size = v.identity.size;
   std::vector<ReadOp> ops;
   std::vector<std::shared_ptr<char[]>> bufs;
@@ -58,8 +58,8 @@ std::vector<char> ObjectCacheImpl::CheckChunks(
   // be the only copy left for the reader. A chunk of whole blocks never
   // meets the end of the data file mid-block.
   const int direct = bytes != nullptr ? file.direct_fd() : -1;
-  for (const auto& [idx, sum] : to_check) {
-    uint64_t expect = ChunkLength(size, chunk_size_, idx);
+  for (const ChunkToCheck& c : to_check) {
+    uint64_t expect = ChunkLength(size, chunk_size_, c.idx);
     bufs.push_back(AllocAligned(expect));  // pooled: no fresh pages to fault in
     ReadOp op;
     op.fd = direct >= 0 && expect >= kMinDirectBytes && RoundDownToDirect(expect) == expect
@@ -67,7 +67,8 @@ std::vector<char> ObjectCacheImpl::CheckChunks(
                 : file.fd();
     op.buf = bufs.back().get();
     op.len = expect;
-    op.off = static_cast<off_t>(ChunkOffset(chunk_size_, idx));
+    op.off = static_cast<off_t>(
+        PlaceOf(ChunkKey{v.key.object_id, v.key.version, c.idx}, c.slot, chunk_size_).off);
     ops.push_back(std::move(op));
   }
   io_->ReadBatch(ops);
@@ -81,12 +82,12 @@ std::vector<char> ObjectCacheImpl::CheckChunks(
   if (bytes) bytes->assign(ops.size(), ChunkBytes{});
   std::vector<char> good(ops.size(), 0);
   for (size_t i = 0; i < ops.size(); ++i) {
-    const uint64_t idx = to_check[i].first;
+    const uint64_t idx = to_check[i].idx;
     ChunkKey key{v.key.object_id, v.key.version, idx};
     good[i] = ops[i].status.ok() && ops[i].done == ops[i].len &&
-              ChunkChecksum(ops[i].buf, ops[i].len) == to_check[i].second;
+              ChunkChecksum(ops[i].buf, ops[i].len) == to_check[i].sum;
     if (good[i]) {
-      resident_->MarkVerified(key);
+      resident_->MarkVerified(key, to_check[i].slot);
       counters_.chunks_verified++;
       if (bytes) {
         (*bytes)[i] = ChunkBytes{std::shared_ptr<const char>(bufs[i], bufs[i].get()), ops[i].len,
@@ -123,6 +124,10 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
   // a failed read, when this goes).
   auto deferred = std::make_unique<DeferredStores>(this, v);
   std::vector<char> from_fd(span.count, 0);
+  // Where each chunk served from the data file is: a slot, or none (at its
+  // offset in the version's file). Only a one-chunk version has a slot, so
+  // one read needs one file.
+  std::vector<SlotRef> slots(span.count);
   std::vector<ChunkBytes> mem(span.count);
   std::vector<uint64_t> missing;
   std::vector<uint64_t> unverified;  // checked here (claimed)
@@ -137,7 +142,7 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     }
     ChunkKey key{v->key.object_id, v->key.version, idx};
     bool verified = false;
-    if (!resident_->TryPin(key, &verified)) {
+    if (!resident_->TryPin(key, &verified, &slots[c])) {
       missing.push_back(idx);
     } else if (verified) {
       from_fd[c] = 1;
@@ -158,12 +163,14 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
   // First serve of a chunk in this process: find its record, read it back
   // and check it. A data file gone under its records means those records
   // are wrong: they are dropped and the chunks fetched.
-  std::vector<std::pair<uint64_t, uint64_t>> to_check;  // chunk, checksum
+  std::vector<ChunkToCheck> to_check;
   for (uint64_t idx : unverified) {
     ChunkKey key{v->key.object_id, v->key.version, idx};
     auto rec = index_->GetChunk(key);
-    if (rec.ok() && *rec && (*rec)->len == ChunkLength(size, chunk_size_, idx)) {
-      to_check.emplace_back(idx, (*rec)->xxh3);
+    if (rec.ok() && *rec && (*rec)->len == ChunkLength(size, chunk_size_, idx) &&
+        SlotFits(*v, (*rec)->slot)) {
+      to_check.push_back({idx, (*rec)->xxh3, (*rec)->slot});
+      slots[idx - span.first] = (*rec)->slot;
       continue;
     }
     resident_->Unpin(key);
@@ -171,21 +178,23 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     missing.push_back(idx);
   }
   if ((!keep->pins.empty() || !to_check.empty()) && !keep->file) {
-    auto file = store_->Get(v->key, false);
+    const uint64_t first = keep->pins.empty() ? to_check[0].idx : keep->pins[0].index;
+    const ChunkKey any{v->key.object_id, v->key.version, first};
+    auto file = store_->Get(PlaceOf(any, slots[first - span.first], chunk_size_).file, false);
     if (file.ok()) {
       keep->file = *file;
     } else {
       LOG_WARN("cache data file of '{}' is missing; re-fetching", v->path);
       for (const ChunkKey& k : keep->pins) {
         from_fd[k.index - span.first] = 0;
-        to_check.emplace_back(k.index, 0);
+        to_check.push_back({k.index, 0, {}});
       }
       keep->pins.clear();
-      for (const auto& [idx, sum] : to_check) {
-        ChunkKey k{v->key.object_id, v->key.version, idx};
+      for (const ChunkToCheck& c : to_check) {
+        ChunkKey k{v->key.object_id, v->key.version, c.idx};
         resident_->Unpin(k);
         DropBadChunk(k, /*force=*/true);
-        missing.push_back(idx);
+        missing.push_back(c.idx);
       }
       to_check.clear();
     }
@@ -196,7 +205,7 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     std::vector<ChunkBytes> checked;
     std::vector<char> good = CheckChunks(*v, *keep->file, to_check, &checked);
     for (size_t i = 0; i < good.size(); ++i) {
-      const uint64_t idx = to_check[i].first;
+      const uint64_t idx = to_check[i].idx;
       if (good[i]) {
         counters_.chunks_verified_by_readers++;
         resident_->Unpin(ChunkKey{v->key.object_id, v->key.version, idx});
@@ -256,7 +265,8 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     uint64_t a = std::max(span.off, start);
     uint64_t b = std::min(end, start + ChunkLength(size, chunk_size_, idx));
     if (from_fd[c]) {
-      seg.Fd(keep->file->fd(), a, b - a);
+      const ChunkKey key{v->key.object_id, v->key.version, idx};
+      seg.Fd(keep->file->fd(), PlaceOf(key, slots[c], chunk_size_).off + (a - start), b - a);
       hit_bytes += b - a;
       RecordHit(ChunkKey{v->key.object_id, v->key.version, idx});
     } else {

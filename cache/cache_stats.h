@@ -24,7 +24,8 @@ struct CacheCounters {
   std::atomic<uint64_t> derived_bytes_produced{0};
   std::atomic<uint64_t> chunks_fetched{0};
   std::atomic<uint64_t> chunks_written{0};
-  std::atomic<uint64_t> chunks_not_cached{0};  // served from origin: no space
+  std::atomic<uint64_t> slab_chunks_written{0};  // of chunks_written: into slab slots
+  std::atomic<uint64_t> chunks_not_cached{0};    // served from origin: no space
   std::atomic<uint64_t> evicted_bytes{0};
   std::atomic<uint64_t> evicted_chunks{0};
   std::atomic<uint64_t> revalidations{0};      // identity checks at open

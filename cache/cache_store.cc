@@ -97,49 +97,71 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
     // a reader found and could not drop yet (we were pinning). Ours are good
     // and match it: put them in place and mark the chunk verified, which
     // makes that reader's drop a no-op.
-    if ((*existing)->len == bytes.len &&
+    const SlotRef slot = (*existing)->slot;
+    if ((*existing)->len == bytes.len && SlotFits(*v, slot) &&
         (*existing)->xxh3 == ChunkChecksum(bytes.data.get(), bytes.len)) {
-      auto file = store_->BeginWrite(v->key, [&] { return v->superseded.load(); });
+      const ChunkPlace place = PlaceOf(key, slot, chunk_size_);
+      auto file = BeginChunkWrite(*v, place);
       if (file.ok()) {
-        if (WriteData(**file, bytes, ChunkOffset(chunk_size_, idx)).ok()) {
-          resident_->MarkVerified(key);
-        }
+        if (WriteData(**file, bytes, place.off).ok()) resident_->MarkVerified(key, slot);
         store_->EndWrite(v->key);
       }
     }
     return done(false, true);
   }
 
-  auto file = store_->BeginWrite(v->key, [&] { return v->superseded.load(); });
-  if (!file.ok()) {
-    if (file.status().code() != ESTALE) LOG_WARN("caching a chunk: {}", file.status().message());
+  // A slab write takes its slot with its intent, so the file to write is
+  // known only then; a version's own file is opened first.
+  const bool slab = UsesSlab(*v);
+  auto registered = store_->BeginWrite(
+      v->key, [&] { return v->superseded.load(); }, /*open_file=*/!slab);
+  if (!registered.ok()) {
+    if (registered.status().code() != ESTALE) {
+      LOG_WARN("caching a chunk: {}", registered.status().message());
+    }
     return done(false, false);
   }
   bool committed = false;
-  const uint64_t off = ChunkOffset(chunk_size_, idx);
-  Status s = index_->PutIntent(key);
+  SlotRef slot;
+  Status s;
+  if (slab) {
+    auto reserved = index_->ReserveSlot(key, bytes.len);
+    s = reserved.status();
+    if (s.ok()) slot = *reserved;
+  } else {
+    s = index_->PutIntent(key);
+  }
+  const ChunkPlace place = PlaceOf(key, slot, chunk_size_);
+  std::shared_ptr<DataFile> file = slab ? nullptr : *registered;
   if (s.ok()) {
-    s = WriteData(**file, bytes, off);
+    if (slab) {
+      auto opened = store_->Get(place.file, /*create=*/true);
+      s = opened.status();
+      if (s.ok()) file = *opened;
+    }
+    if (s.ok()) s = WriteData(*file, bytes, place.off);
     if (s.ok()) {
       ChunkRecord rec{static_cast<uint32_t>(bytes.len),
                       ChunkChecksum(bytes.data.get(), bytes.len),
                       alloc,
                       tick,
                       HitState::kProbationary,
-                      tick};
+                      tick,
+                      slot};
       s = index_->CommitChunk(key, rec);
       committed = s.ok();
     }
     if (!committed) {
       // Whatever reached the file goes; the intent covers a crash right here.
-      (void)ChunkStore::Punch((*file)->fd(), off, chunk_size_);
-      (void)index_->DeleteIntent(key);
+      if (file) (void)ChunkStore::Punch(file->fd(), place.off, place.span);
+      (void)(slab ? index_->ReleaseSlot(key, slot) : index_->DeleteIntent(key));
     }
   }
   if (committed) {
-    resident_->MarkVerified(key);
+    resident_->MarkVerified(key, slot);
     RecordInsert(key);
     counters_.chunks_written++;
+    if (slab) counters_.slab_chunks_written++;
   } else if (s.code() == ENOSPC) {
     (void)not_cached("the cache filesystem is full");
   } else {
@@ -152,20 +174,57 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
 }
 
 std::optional<ChunkBytes> ObjectCacheImpl::LoadStored(const ObjectVersion& v, uint64_t idx) {
-  auto rec = index_->GetChunk(ChunkKey{v.key.object_id, v.key.version, idx});
-  if (!rec.ok() || !*rec || (*rec)->len != ChunkLength(v.identity.size, chunk_size_, idx)) {
-    return std::nullopt;
+  // Pinned before the record is read: a slot freed and taken by another
+  // chunk meanwhile would hold that chunk's bytes.
+  const ChunkKey key{v.key.object_id, v.key.version, idx};
+  bool verified = false;
+  if (!resident_->TryPin(key, &verified)) return std::nullopt;
+  std::optional<ChunkBytes> out;
+  auto rec = index_->GetChunk(key);
+  if (rec.ok() && *rec && (*rec)->len == ChunkLength(v.identity.size, chunk_size_, idx) &&
+      SlotFits(v, (*rec)->slot)) {
+    const ChunkPlace place = PlaceOf(key, (*rec)->slot, chunk_size_);
+    auto file = store_->Get(place.file, false);
+    if (file.ok()) {
+      std::shared_ptr<char[]> buf = AllocAligned((*rec)->len);
+      auto got = io_->Read((*file)->fd(), buf.get(), (*rec)->len, static_cast<off_t>(place.off));
+      if (got.ok() && *got == (*rec)->len && ChunkChecksum(buf.get(), *got) == (*rec)->xxh3) {
+        out = ChunkBytes{std::shared_ptr<const char>(buf, buf.get()), *got, true};
+      }
+    }
   }
-  auto file = store_->Get(v.key, false);
-  if (!file.ok()) return std::nullopt;
-  std::shared_ptr<char[]> buf = AllocAligned((*rec)->len);
-  auto got = io_->Read((*file)->fd(), buf.get(), (*rec)->len,
-                       static_cast<off_t>(ChunkOffset(chunk_size_, idx)));
-  // Not pinned: an eviction racing with us yields a hole, which fails here.
-  if (!got.ok() || *got != (*rec)->len || ChunkChecksum(buf.get(), *got) != (*rec)->xxh3) {
-    return std::nullopt;
+  resident_->Unpin(key);
+  return out;
+}
+
+Result<std::shared_ptr<DataFile>> ObjectCacheImpl::BeginChunkWrite(const ObjectVersion& v,
+                                                                   const ChunkPlace& place) {
+  const bool own_file = !IsSlabFileKey(place.file);
+  STOKER_ASSIGN_OR_RETURN(auto file, store_->BeginWrite(
+                                         v.key, [&] { return v.superseded.load(); }, own_file));
+  if (own_file) return file;
+  auto slab = store_->Get(place.file, /*create=*/true);
+  if (!slab.ok()) store_->EndWrite(v.key);
+  return slab;
+}
+
+Result<uint64_t> ObjectCacheImpl::PunchAndDrop(const ChunkKey& key,
+                                               const std::optional<EvictionRank>& stale_rank,
+                                               bool* in_slot) {
+  SlotRef slot;
+  auto rec = index_->GetChunk(key);
+  if (rec.ok() && *rec) slot = (*rec)->slot;
+  if (in_slot) *in_slot = slot.valid();
+  // Punch before dropping the record: a crash in between leaves a record
+  // over a hole, which fails its checksum and is re-fetched. A slot's
+  // blocks must go before the slot can be taken again.
+  const ChunkPlace place = PlaceOf(key, slot, chunk_size_);
+  auto file = store_->Get(place.file, false);
+  if (file.ok()) {
+    Status s = ChunkStore::Punch((*file)->fd(), place.off, place.span);
+    if (!s.ok()) LOG_ERROR("freeing a cached chunk: {}", s.message());
   }
-  return ChunkBytes{std::shared_ptr<const char>(buf, buf.get()), *got, true};
+  return index_->DropChunk(key, stale_rank);
 }
 
 std::optional<ChunkBytes> Readahead::Get(uint64_t idx) {
@@ -242,10 +301,7 @@ bool ObjectCacheImpl::IsCached(const ChunkKey& key) {
 void ObjectCacheImpl::DropBadChunk(const ChunkKey& key, bool force) {
   // Another reader still pinning it will drop it, or the next one will.
   if (!(force ? resident_->TryLatchForEvict(key) : resident_->TryLatchForDrop(key))) return;
-  auto file = store_->Get(key.version_key(), false);
-  if (file.ok())
-    (void)ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
-  auto freed = index_->DropChunk(key);
+  auto freed = PunchAndDrop(key);
   if (freed.ok()) {
     quota_.Free(*freed);
   } else {

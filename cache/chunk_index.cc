@@ -312,11 +312,130 @@ Status ChunkIndex::CommitChunk(const ChunkKey& key, const ChunkRecord& rec) {
   m.usage_bytes += rec.allocated;
   m.chunks++;
   Batch b;
+  SlotEdits edits;
+  if (rec.slot.valid()) {
+    // Taken with the write's intent already (ReserveSlot); marked here only
+    // if not, so that no record can commit onto a free slot.
+    STOKER_ASSIGN_OR_RETURN(SlabClass * c, ClassLocked(rec.slot.slot_class));
+    if (rec.slot.slab >= c->slabs.size() || !c->slabs[rec.slot.slab].Get(rec.slot.slot)) {
+      STOKER_RETURN_IF_ERROR(EditSlotLocked(b, edits, rec.slot, true));
+    }
+  }
   b.wb.Put(ChunkRecordKey(key), EncodeChunk(rec));
   ChunkPolicyState st{rec.state, rec.insert_seq, rec.last_access};
   b.wb.Put(EvictOrderKey(EvictionPolicy::RankOf(st), key), rocksdb::Slice());
   b.wb.Delete(IntentKey(key));
-  return Write(b, &m);
+  STOKER_RETURN_IF_ERROR(Write(b, &m));
+  AdoptLocked(edits);
+  return Status::OK();
+}
+
+Result<ChunkIndex::SlabClass*> ChunkIndex::ClassLocked(uint32_t slot_class) {
+  auto found = slab_classes_.find(slot_class);
+  if (found != slab_classes_.end()) return &found->second;
+  SlabClass c;
+  STOKER_RETURN_IF_ERROR(
+      ForEachPrefix(SlabClassPrefix(slot_class), [&](std::string_view k, std::string_view v) {
+        auto key = DecodeSlabKey(k);
+        if (!key.ok()) return true;  // fsck's to find
+        if (key->second >= c.slabs.size()) c.slabs.resize(key->second + 1);
+        auto bitmap = DecodeSlabBitmap(v);
+        if (bitmap.ok()) {
+          c.slabs[key->second] = *bitmap;
+        } else {
+          // Unknown owners: allocate nothing from it until fsck rebuilds it.
+          for (uint64_t& w : c.slabs[key->second].words) w = ~uint64_t{0};
+        }
+        return true;
+      }));
+  return &slab_classes_.emplace(slot_class, std::move(c)).first->second;
+}
+
+Status ChunkIndex::EditSlotLocked(Batch& batch, SlotEdits& edits, const SlotRef& slot, bool taken) {
+  STOKER_CHECK(slot.valid() && slot.slot < kSlotsPerSlab, "edit of an invalid slot");
+  STOKER_ASSIGN_OR_RETURN(SlabClass * c, ClassLocked(slot.slot_class));
+  auto [it, fresh] = edits.try_emplace({slot.slot_class, slot.slab});
+  if (fresh && slot.slab < c->slabs.size()) it->second = c->slabs[slot.slab];
+  it->second.Set(slot.slot, taken);
+  batch.wb.Put(SlabKey(slot.slot_class, slot.slab), EncodeSlabBitmap(it->second));
+  return Status::OK();
+}
+
+void ChunkIndex::AdoptLocked(const SlotEdits& edits) {
+  for (const auto& [where, bitmap] : edits) {
+    SlabClass& c = slab_classes_.at(where.first);
+    if (where.second >= c.slabs.size()) c.slabs.resize(where.second + 1);
+    c.slabs[where.second] = bitmap;
+    for (uint64_t w : bitmap.words) {
+      if (w != ~uint64_t{0}) {
+        c.first_free = std::min(c.first_free, where.second);
+        break;
+      }
+    }
+  }
+}
+
+Result<SlotRef> ChunkIndex::ReserveSlot(const ChunkKey& key, uint64_t len) {
+  std::lock_guard<std::mutex> l(mu_);
+  const uint32_t slot_class = SlotClassFor(len);
+  STOKER_ASSIGN_OR_RETURN(SlabClass * c, ClassLocked(slot_class));
+  SlotRef slot{slot_class, static_cast<uint32_t>(c->slabs.size()), 0};
+  for (uint32_t i = c->first_free; i < c->slabs.size(); ++i) {
+    const SlabBitmap& b = c->slabs[i];
+    uint32_t w = 0;
+    while (w < kSlotsPerSlab / 64 && b.words[w] == ~uint64_t{0}) ++w;
+    if (w == kSlotsPerSlab / 64) {
+      c->first_free = i + 1;
+      continue;
+    }
+    slot.slab = i;
+    slot.slot = w * 64 + static_cast<uint32_t>(__builtin_ctzll(~b.words[w]));
+    break;
+  }
+  Batch b;
+  SlotEdits edits;
+  STOKER_RETURN_IF_ERROR(EditSlotLocked(b, edits, slot, true));
+  b.wb.Put(IntentKey(key), EncodeIntent(slot));
+  STOKER_RETURN_IF_ERROR(Write(b, nullptr));
+  AdoptLocked(edits);
+  return slot;
+}
+
+Status ChunkIndex::ReleaseSlot(const ChunkKey& key, const SlotRef& slot) {
+  std::lock_guard<std::mutex> l(mu_);
+  Batch b;
+  SlotEdits edits;
+  STOKER_RETURN_IF_ERROR(EditSlotLocked(b, edits, slot, false));
+  b.wb.Delete(IntentKey(key));
+  STOKER_RETURN_IF_ERROR(Write(b, nullptr));
+  AdoptLocked(edits);
+  return Status::OK();
+}
+
+Result<bool> ChunkIndex::SlotTaken(const SlotRef& slot) {
+  std::lock_guard<std::mutex> l(mu_);
+  STOKER_ASSIGN_OR_RETURN(SlabClass * c, ClassLocked(slot.slot_class));
+  return slot.slab < c->slabs.size() && c->slabs[slot.slab].Get(slot.slot);
+}
+
+Status ChunkIndex::WriteSlab(uint32_t slot_class, uint32_t slab, const SlabBitmap& bitmap) {
+  std::lock_guard<std::mutex> l(mu_);
+  STOKER_RETURN_IF_ERROR(ClassLocked(slot_class).status());
+  Batch b;
+  b.wb.Put(SlabKey(slot_class, slab), EncodeSlabBitmap(bitmap));
+  STOKER_RETURN_IF_ERROR(Write(b, nullptr));
+  AdoptLocked(SlotEdits{{{slot_class, slab}, bitmap}});
+  return Status::OK();
+}
+
+Status ChunkIndex::SetSlotTaken(const SlotRef& slot, bool taken) {
+  std::lock_guard<std::mutex> l(mu_);
+  Batch b;
+  SlotEdits edits;
+  STOKER_RETURN_IF_ERROR(EditSlotLocked(b, edits, slot, taken));
+  STOKER_RETURN_IF_ERROR(Write(b, nullptr));
+  AdoptLocked(edits);
+  return Status::OK();
 }
 
 Result<uint64_t> ChunkIndex::DropChunk(const ChunkKey& key,
@@ -340,9 +459,14 @@ Result<uint64_t> ChunkIndex::DropChunk(const ChunkKey& key,
     b.wb.Delete(EvictOrderKey(EvictionPolicy::RankOf(st), key));
     freed = rec->allocated;
   }
+  SlotEdits edits;
+  if (rec.ok() && rec->slot.valid()) {
+    STOKER_RETURN_IF_ERROR(EditSlotLocked(b, edits, rec->slot, false));
+  }
   m.usage_bytes -= std::min(m.usage_bytes, freed);
   if (m.chunks > 0) m.chunks--;
   STOKER_RETURN_IF_ERROR(Write(b, &m));
+  AdoptLocked(edits);
   return freed;
 }
 
@@ -383,6 +507,7 @@ Result<uint64_t> ChunkIndex::DropVersionChunks(const VersionKey& v, size_t max, 
   std::string prefix = VersionChunkPrefix(v);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   Batch b;
+  SlotEdits edits;
   IndexMeta m = meta_;
   uint64_t freed = 0;
   size_t n = 0;
@@ -399,6 +524,7 @@ Result<uint64_t> ChunkIndex::DropVersionChunks(const VersionKey& v, size_t max, 
       ChunkPolicyState st{rec->state, rec->insert_seq, rec->last_access};
       b.wb.Delete(EvictOrderKey(EvictionPolicy::RankOf(st), *key));
       freed += rec->allocated;
+      if (rec->slot.valid()) STOKER_RETURN_IF_ERROR(EditSlotLocked(b, edits, rec->slot, false));
     }
     if (m.chunks > 0) m.chunks--;
     ++n;
@@ -415,6 +541,7 @@ Result<uint64_t> ChunkIndex::DropVersionChunks(const VersionKey& v, size_t max, 
   }
   m.usage_bytes -= std::min(m.usage_bytes, freed);
   STOKER_RETURN_IF_ERROR(Write(b, &m));
+  AdoptLocked(edits);
   return freed;
 }
 

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -88,8 +89,33 @@ class ChunkIndex {
   Result<std::optional<ChunkRecord>> GetChunk(const ChunkKey& key);
   Status PutIntent(const ChunkKey& key);
   Status DeleteIntent(const ChunkKey& key);
-  // Record + eviction key + usage + intent deletion, in one batch.
+  // Record + eviction key + usage + intent deletion, in one batch (with
+  // rec.slot marked taken in its slab's bitmap, if it has one).
   Status CommitChunk(const ChunkKey& key, const ChunkRecord& rec);
+
+  // Slab slots (cache/slab.h). Their bitmaps are read from the index on
+  // the first use of a class (not at open) and kept in memory, changed only
+  // together with the records that own the slots:
+  //  - a slot is taken in the batch that writes key's write intent naming
+  //    it, before any byte is written to it;
+  //  - it stays taken while the intent or a committed record names it;
+  //  - it is freed in the batch that deletes the last of them (ReleaseSlot,
+  //    DropChunk, DropVersionChunks).
+  // So a crash leaves no slot owned twice and no record on a free slot; a
+  // slot taken by neither (a lost write, a power cut) is fsck's.
+  // The caller frees a slot only when nothing reads it any more (the chunk
+  // latched, see resident_chunks.h), and punches it first.
+  //
+  // Takes the lowest free slot of the class that holds len bytes (a new
+  // slab when all are full) for key's write.
+  Result<SlotRef> ReserveSlot(const ChunkKey& key, uint64_t len);
+  // Deletes key's intent and frees slot: a write that did not commit.
+  Status ReleaseSlot(const ChunkKey& key, const SlotRef& slot);
+  // fsck: whether slot is taken; marking it.
+  Result<bool> SlotTaken(const SlotRef& slot);
+  Status SetSlotTaken(const SlotRef& slot, bool taken);
+  // fsck: replaces a slab's bitmap (one rebuilt from the records).
+  Status WriteSlab(uint32_t slot_class, uint32_t slab, const SlabBitmap& bitmap);
   // Deletes the chunk's record and eviction key if present; returns the
   // allocated bytes freed (0 if it was not there). stale_rank: an eviction
   // key to delete as well, so an order key without a record cannot stick.
@@ -130,12 +156,28 @@ class ChunkIndex {
   class Batch;
   Status Write(Batch& batch, const IndexMeta* new_meta);
 
+  // The slab bitmaps of one slot class as committed.
+  struct SlabClass {
+    std::vector<SlabBitmap> slabs;
+    uint32_t first_free = 0;  // no free slot in slabs below it
+  };
+  // Bitmaps changed by one batch, adopted once it is written.
+  using SlotEdits = std::map<std::pair<uint32_t, uint32_t>, SlabBitmap>;
+  // REQUIRES: mu_ held. Loads the class on first use.
+  Result<SlabClass*> ClassLocked(uint32_t slot_class);
+  // REQUIRES: mu_ held. Marks slot in edits (from the committed bitmap on
+  // first touch) and puts the bitmap into batch.
+  Status EditSlotLocked(Batch& batch, SlotEdits& edits, const SlotRef& slot, bool taken);
+  // REQUIRES: mu_ held, the batch with edits written.
+  void AdoptLocked(const SlotEdits& edits);
+
   rocksdb::DB* const db_;
   const bool created_;
   std::atomic<uint64_t> clock_;
   std::atomic<uint64_t> bytes_written_{0};
   mutable std::mutex mu_;
-  IndexMeta meta_;  // GUARDED_BY(mu_)
+  IndexMeta meta_;                              // GUARDED_BY(mu_)
+  std::map<uint32_t, SlabClass> slab_classes_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace stoker

@@ -200,5 +200,81 @@ TEST_F(ChunkIndexTest, AnIndexWithoutItsMetaRecord) {
       << r.status().message();
 }
 
+TEST_F(ChunkIndexTest, SlotsAreTakenWithTheIntentAndFreedWithTheRecord) {
+  auto idx = OpenIndex();
+  const ChunkKey a{1, 1, 0}, b{2, 1, 0}, c{3, 1, 0};
+  SlotRef sa = idx->ReserveSlot(a, 100 << 10).value();
+  SlotRef sb = idx->ReserveSlot(b, 100 << 10).value();
+  EXPECT_EQ(sa, (SlotRef{26, 0, 0}));
+  EXPECT_EQ(sb, (SlotRef{26, 0, 1}));
+  EXPECT_TRUE(idx->SlotTaken(sa).value());
+  // The intent names its slot, for a restart after a crash.
+  std::string value;
+  ASSERT_TRUE(idx->ForEach(kIntentPrefix,
+                           [&](auto k, auto v) {
+                             if (DecodeIntentKey(k).value() == a) value = v;
+                             return true;
+                           })
+                  .ok());
+  EXPECT_EQ(DecodeIntent(value).value(), sa);
+
+  // A write that did not commit gives its slot back, and the next write of
+  // the class takes it: the slab does not grow.
+  ASSERT_TRUE(idx->ReleaseSlot(a, sa).ok());
+  EXPECT_FALSE(idx->SlotTaken(sa).value());
+  EXPECT_EQ(idx->ReserveSlot(c, 99 << 10).value(), sa);
+
+  ChunkRecord rec = Rec(100 << 10, 1);
+  rec.slot = sb;
+  ASSERT_TRUE(idx->CommitChunk(b, rec).ok());
+  EXPECT_EQ(idx->GetChunk(b).value()->slot, sb);
+  EXPECT_EQ(idx->DropChunk(b).value(), AllocatedBytes(100 << 10));
+  EXPECT_FALSE(idx->SlotTaken(sb).value());
+  // A record never commits onto a free slot, even one not reserved first.
+  rec.slot = SlotRef{26, 0, 9};
+  ASSERT_TRUE(idx->CommitChunk({4, 1, 0}, rec).ok());
+  EXPECT_TRUE(idx->SlotTaken(rec.slot).value());
+  // Another class has slots of its own.
+  EXPECT_EQ(idx->ReserveSlot(a, 5000).value(), (SlotRef{2, 0, 0}));
+}
+
+TEST_F(ChunkIndexTest, SlotStateSurvivesARestartAtEveryStep) {
+  const ChunkKey written{1, 1, 0}, committed{2, 1, 0}, dropped{3, 1, 0};
+  SlotRef sw, sc, sd;
+  {
+    auto idx = OpenIndex();
+    sw = idx->ReserveSlot(written, 4096).value();  // written, not committed
+    sc = idx->ReserveSlot(committed, 4096).value();
+    ChunkRecord rec = Rec(4096, 1);
+    rec.slot = sc;
+    ASSERT_TRUE(idx->CommitChunk(committed, rec).ok());
+    sd = idx->ReserveSlot(dropped, 4096).value();
+    rec.slot = sd;
+    ASSERT_TRUE(idx->CommitChunk(dropped, rec).ok());
+    bool done = false;
+    ASSERT_TRUE(idx->DropVersionChunks(dropped.version_key(), 10, &done).ok());
+    EXPECT_TRUE(done);
+  }
+  auto idx = OpenIndex();
+  EXPECT_TRUE(idx->SlotTaken(sw).value()) << "an intent keeps its slot across a restart";
+  EXPECT_TRUE(idx->SlotTaken(sc).value());
+  EXPECT_EQ(idx->GetChunk(committed).value()->slot, sc);
+  EXPECT_FALSE(idx->SlotTaken(sd).value());
+  // The next write takes the dropped chunk's slot, never a held one.
+  EXPECT_EQ(idx->ReserveSlot({4, 1, 0}, 4096).value(), sd);
+  EXPECT_EQ(idx->ReserveSlot({5, 1, 0}, 4096).value(), (SlotRef{1, 0, 3}));
+}
+
+TEST_F(ChunkIndexTest, AFullSlabStartsTheNextAndFreedSlotsAreTakenFirst) {
+  auto idx = OpenIndex();
+  for (uint32_t i = 0; i < kSlotsPerSlab; ++i) {
+    ASSERT_EQ(idx->ReserveSlot({i + 1, 1, 0}, 4096).value(), (SlotRef{1, 0, i}));
+  }
+  EXPECT_EQ(idx->ReserveSlot({5000, 1, 0}, 4096).value(), (SlotRef{1, 1, 0}));
+  ASSERT_TRUE(idx->ReleaseSlot({701, 1, 0}, SlotRef{1, 0, 700}).ok());
+  EXPECT_EQ(idx->ReserveSlot({5001, 1, 0}, 4096).value(), (SlotRef{1, 0, 700}));
+  EXPECT_EQ(idx->ReserveSlot({5002, 1, 0}, 4096).value(), (SlotRef{1, 1, 1}));
+}
+
 }  // namespace
 }  // namespace stoker

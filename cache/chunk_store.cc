@@ -21,31 +21,58 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& data_dir
 
 std::string ChunkStore::RelativePath(const VersionKey& v) {
   char buf[64];
+  if (IsSlabFileKey(v)) {
+    std::snprintf(buf, sizeof buf, "slab/%" PRIu64 "-%" PRIu64,
+                  SlotBytes(static_cast<uint32_t>(v.version >> 32)), v.version & 0xffffffffu);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "%02x/%" PRIu64 "-%" PRIu64,
                 static_cast<unsigned>(v.object_id & 0xff), v.object_id, v.version);
   return buf;
 }
 
-std::optional<VersionKey> ChunkStore::ParseFileName(const std::string& name) {
+namespace {
+
+// A decimal number of at most 20 digits that fits in 64 bits.
+bool ParseDecimal(const std::string& s, uint64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t x = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    uint64_t d = static_cast<uint64_t>(c - '0');
+    if (x > (UINT64_MAX - d) / 10) return false;
+    x = x * 10 + d;
+  }
+  *out = x;
+  return true;
+}
+
+// "<a>-<b>", both decimal.
+bool ParsePair(const std::string& name, uint64_t* a, uint64_t* b) {
   auto dash = name.find('-');
-  if (dash == std::string::npos || dash == 0 || dash + 1 == name.size()) return std::nullopt;
+  if (dash == std::string::npos) return false;
+  return ParseDecimal(name.substr(0, dash), a) && ParseDecimal(name.substr(dash + 1), b);
+}
+
+}  // namespace
+
+std::optional<VersionKey> ChunkStore::ParseFileName(const std::string& name) {
   VersionKey v;
-  auto parse = [](const std::string& s, uint64_t* out) {
-    if (s.empty() || s.size() > 20) return false;
-    uint64_t x = 0;
-    for (char c : s) {
-      if (c < '0' || c > '9') return false;
-      uint64_t d = static_cast<uint64_t>(c - '0');
-      if (x > (UINT64_MAX - d) / 10) return false;
-      x = x * 10 + d;
-    }
-    *out = x;
-    return true;
-  };
-  if (!parse(name.substr(0, dash), &v.object_id) || !parse(name.substr(dash + 1), &v.version)) {
+  if (!ParsePair(name, &v.object_id, &v.version)) return std::nullopt;
+  if (v.object_id == 0 || v.version == 0) return std::nullopt;
+  return v;
+}
+
+std::optional<VersionKey> ChunkStore::ParseSlabFileName(const std::string& name) {
+  uint64_t slot_bytes = 0, n = 0;
+  if (!ParsePair(name, &slot_bytes, &n)) return std::nullopt;
+  if (slot_bytes == 0 || slot_bytes % kBlockSize != 0 || slot_bytes / kBlockSize > UINT32_MAX ||
+      n > UINT32_MAX) {
     return std::nullopt;
   }
-  if (v.object_id == 0 || v.version == 0) return std::nullopt;
+  VersionKey v =
+      SlabFileKey(static_cast<uint32_t>(slot_bytes / kBlockSize), static_cast<uint32_t>(n));
+  if (RelativePath(v) != "slab/" + name) return std::nullopt;  // leading zeros
   return v;
 }
 
@@ -73,7 +100,7 @@ Result<int> ChunkStore::OpenFile(const VersionKey& v, bool create) const {
   int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0);
   int fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0 && create && errno == ENOENT) {
-    std::string sub = dir_ + "/" + rel.substr(0, 2);
+    std::string sub = dir_ + "/" + rel.substr(0, rel.rfind('/'));
     if (::mkdir(sub.c_str(), 0700) != 0 && errno != EEXIST) {
       return Status::FromErrno("create cache data dir '" + sub + "'");
     }
@@ -96,13 +123,15 @@ std::shared_ptr<DataFile> ChunkStore::AdoptLocked(const VersionKey& v, int fd) {
 }
 
 Result<std::shared_ptr<DataFile>> ChunkStore::BeginWrite(const VersionKey& v,
-                                                         const std::function<bool()>& refuse) {
+                                                         const std::function<bool()>& refuse,
+                                                         bool open_file) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (refuse && refuse()) return Status::Error(ESTALE, "version is being dropped");
     // A writer from here on, so UnlinkIfIdle leaves the file alone while
     // it is created below.
     writers_[v]++;
+    if (!open_file) return std::shared_ptr<DataFile>();
     if (auto file = FindLocked(v)) return file;
   }
   // Creating the file (an inode, maybe a directory) is the slow part of a

@@ -4,6 +4,9 @@
 // A file exists only while it may hold chunks: the store unlinks it when
 // its version has no chunk records left.
 //
+// Slab files (cache/slab.h) are data/slab/<slot bytes>-<n>, named here by
+// SlabFileKey (object id 0); they are reused, never unlinked by the cache.
+//
 // Descriptors are cached (bounded LRU). A DataFile stays open for as long as
 // anyone holds it, so a ReadReply's fd segments stay valid even when the
 // file is evicted from the descriptor cache or unlinked.
@@ -29,6 +32,7 @@
 
 #include "cache/chunk.h"
 #include "cache/direct_io.h"
+#include "cache/slab.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -56,19 +60,25 @@ class ChunkStore {
   static Result<std::unique_ptr<ChunkStore>> Open(const std::string& data_dir, size_t max_open);
 
   const std::string& dir() const { return dir_; }
-  // "XX/<object_id>-<version>", relative to dir().
+  // "XX/<object_id>-<version>", or "slab/<slot bytes>-<n>" for a
+  // SlabFileKey, relative to dir().
   static std::string RelativePath(const VersionKey& v);
   // The inverse of RelativePath's file name part; nullopt if it is not one.
   static std::optional<VersionKey> ParseFileName(const std::string& name);
+  // The same for a name in data/slab.
+  static std::optional<VersionKey> ParseSlabFileName(const std::string& name);
 
   // The version's file, opened read-write. ENOENT if missing and !create.
   Result<std::shared_ptr<DataFile>> Get(const VersionKey& v, bool create);
 
   // Starts a write into v's file (created if missing), unless refuse() says
   // the version must not be written any more (checked under the store lock).
+  // Without open_file, only registers the write (the chunk goes to a slab)
+  // and returns null.
   // REQUIRES: EndWrite(v) after a successful BeginWrite.
   Result<std::shared_ptr<DataFile>> BeginWrite(const VersionKey& v,
-                                               const std::function<bool()>& refuse);
+                                               const std::function<bool()>& refuse,
+                                               bool open_file = true);
   void EndWrite(const VersionKey& v);
   // Whether a write into v is in progress.
   bool Writing(const VersionKey& v);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_set>
 
 #include "cache/cache_dir_lock.h"
@@ -29,6 +30,7 @@ nlohmann::json FsckReport::ToJson() const {
                         {"bad_checksums", bad_checksums},
                         {"missing_data", missing_data},
                         {"orphan_files", orphan_files},
+                        {"leaked_slots", leaked_slots},
                         {"pending_writes", pending_writes},
                         {"bad_records", bad_records},
                         {"usage_mismatch", usage_mismatch},
@@ -44,6 +46,11 @@ std::string Name(const VersionKey& v) { return ChunkStore::RelativePath(v); }
 std::string Name(const ChunkKey& k) {
   return Name(k.version_key()) + " chunk " + std::to_string(k.index);
 }
+std::string Name(const SlotRef& s) {
+  return Name(SlabFileKey(s.slot_class, s.slab)) + " slot " + std::to_string(s.slot);
+}
+using SlotId = std::tuple<uint32_t, uint32_t, uint32_t>;
+SlotId IdOf(const SlotRef& s) { return {s.slot_class, s.slab, s.slot}; }
 
 class Fsck {
  public:
@@ -61,6 +68,7 @@ class Fsck {
     STOKER_RETURN_IF_ERROR(CheckIntents());
     STOKER_RETURN_IF_ERROR(CheckChunks());
     STOKER_RETURN_IF_ERROR(CheckEvictionKeys());
+    STOKER_RETURN_IF_ERROR(CheckSlabs());
     STOKER_RETURN_IF_ERROR(CheckDataFiles());
     return CheckUsage();
   }
@@ -75,11 +83,18 @@ class Fsck {
       Problem("repair failed: " + s.message());
     }
   }
+  void Punch(const ChunkKey& key, const SlotRef& slot) {
+    const ChunkPlace place = PlaceOf(key, slot, chunk_size_);
+    auto file = store_->Get(place.file, false);
+    if (file.ok()) (void)ChunkStore::Punch((*file)->fd(), place.off, place.span);
+  }
+  // Drops key's record and frees its slot; the slot is punched unless
+  // another record owns it.
   void DropChunk(const ChunkKey& key) {
-    auto file = store_->Get(key.version_key(), false);
-    if (file.ok()) {
-      (void)ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
-    }
+    auto rec = index_->GetChunk(key);
+    SlotRef slot = rec.ok() && *rec ? (*rec)->slot : SlotRef{};
+    auto owner = slot.valid() ? owners_.find(IdOf(slot)) : owners_.end();
+    if (owner == owners_.end() || owner->second == key) Punch(key, slot);
     Repaired(index_->DropChunk(key).status());
   }
 
@@ -147,6 +162,9 @@ class Fsck {
     if (!repair_) return Status::OK();
     for (const auto& k : bad) Repaired(index_->DeleteRaw(k));
     for (const VersionKey& v : drops_) {
+      const ChunkKey first{v.object_id, v.version, 0};
+      auto rec = index_->GetChunk(first);
+      if (rec.ok() && *rec && (*rec)->slot.valid()) DropChunk(first);
       bool done = false;
       Status s;
       while (!done && s.ok()) s = index_->DropVersionChunks(v, 1024, &done).status();
@@ -158,29 +176,35 @@ class Fsck {
 
   Status CheckIntents() {
     std::vector<std::string> bad;
-    std::vector<ChunkKey> intents;
-    STOKER_RETURN_IF_ERROR(index_->ForEach(kIntentPrefix, [&](std::string_view k, auto) {
+    std::vector<std::pair<ChunkKey, SlotRef>> intents;
+    STOKER_RETURN_IF_ERROR(index_->ForEach(kIntentPrefix, [&](std::string_view k, auto v) {
       auto key = DecodeIntentKey(k);
-      if (!key.ok()) {
+      auto slot = key.ok() ? DecodeIntent(v) : Result<SlotRef>(key.status());
+      if (!slot.ok()) {
         r_.bad_records++;
-        Problem(key.status().message());
+        Problem(slot.status().message());
         bad.emplace_back(k);
       } else {
         r_.pending_writes++;
         Problem("interrupted write of " + Name(*key));
-        intents.push_back(*key);
+        intents.emplace_back(*key, *slot);
       }
       return true;
     }));
-    if (!repair_) return Status::OK();
-    for (const auto& k : bad) Repaired(index_->DeleteRaw(k));
-    for (const ChunkKey& key : intents) {
-      auto rec = index_->GetChunk(key);
-      auto file = store_->Get(key.version_key(), false);
-      if (rec.ok() && !*rec && file.ok()) {
-        (void)ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
+    if (!repair_) {
+      // Its slot is still taken, rightly: not a leak.
+      for (const auto& [key, slot] : intents) {
+        if (slot.valid()) intent_slots_.insert(IdOf(slot));
       }
-      Repaired(index_->DeleteIntent(key));
+      return Status::OK();
+    }
+    for (const auto& k : bad) Repaired(index_->DeleteRaw(k));
+    for (const auto& [key, slot] : intents) {
+      auto rec = index_->GetChunk(key);
+      const bool owned = rec.ok() && *rec && (*rec)->slot == slot;
+      if (rec.ok() && !owned) Punch(key, slot);
+      Repaired(slot.valid() && rec.ok() && !owned ? index_->ReleaseSlot(key, slot)
+                                                  : index_->DeleteIntent(key));
     }
     return Status::OK();
   }
@@ -193,10 +217,19 @@ class Fsck {
       return "has length " + std::to_string(rec.len) + ", the object implies " +
              std::to_string(ChunkLength(size->second, chunk_size_, key.index));
     }
-    auto file = store_->Get(key.version_key(), false);
+    if (rec.slot.valid()) {
+      if (ChunkCount(size->second, chunk_size_) != 1) return "has a slab slot but several chunks";
+      auto [owner, first] = owners_.emplace(IdOf(rec.slot), key);
+      if (!first) return "shares " + Name(rec.slot) + " with " + Name(owner->second);
+      auto taken = index_->SlotTaken(rec.slot);
+      if (!taken.ok()) return "slot: " + taken.status().message();
+      if (!*taken) return "is in " + Name(rec.slot) + ", which its slab's bitmap says is free";
+    }
+    const ChunkPlace place = PlaceOf(key, rec.slot, chunk_size_);
+    auto file = store_->Get(place.file, false);
     if (!file.ok()) return "missing: " + file.status().message();
     int fd = (*file)->fd();
-    off_t off = static_cast<off_t>(ChunkOffset(chunk_size_, key.index));
+    off_t off = static_cast<off_t>(place.off);
     struct stat st;
     off_t data = ::lseek(fd, off, SEEK_DATA);
     if (::fstat(fd, &st) != 0 || st.st_size < off + static_cast<off_t>(rec.len) || data != off) {
@@ -262,8 +295,9 @@ class Fsck {
   void Keep(const ChunkKey& key, const ChunkRecord& rec) {
     kept_usage_ += rec.allocated;
     kept_chunks_++;
-    uint64_t off = ChunkOffset(chunk_size_, key.index);
-    files_[key.version_key()].push_back({off, off + rec.allocated});
+    const ChunkPlace place = PlaceOf(key, rec.slot, chunk_size_);
+    files_[place.file].push_back({place.off, place.off + rec.allocated});
+    if (rec.slot.valid()) kept_slots_.insert(IdOf(rec.slot));
     ChunkPolicyState st{rec.state, rec.insert_seq, rec.last_access};
     expected_evict_[EvictOrderKey(EvictionPolicy::RankOf(st), key)] = key;
   }
@@ -361,6 +395,7 @@ class Fsck {
       if (n != "." && n != "..") names.push_back(n);
     }
     ::closedir(d);
+    if (sub == "slab") return CheckSlabFiles(path, names);
     for (const auto& n : names) {
       std::string file = path + "/" + n;
       auto v = ChunkStore::ParseFileName(n);
@@ -376,6 +411,74 @@ class Fsck {
       }
       CheckFileSpace(file, it->second);
     }
+  }
+
+  // Slab files: one with no bitmap record is an orphan; in the others, data
+  // outside the kept chunks' slots is.
+  void CheckSlabFiles(const std::string& path, const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      std::string file = path + "/" + n;
+      auto v = ChunkStore::ParseSlabFileName(n);
+      if (!v) {
+        Orphan(file, "not a slab file name", true);
+        continue;
+      }
+      if (!slabs_.count(*v) && !files_.count(*v)) {
+        Orphan(file, "no slab record refers to it", false);
+        continue;
+      }
+      CheckFileSpace(file, files_[*v]);
+    }
+  }
+
+  // Slab bitmaps: a slot taken by no kept record and no pending intent is
+  // leaked (a lost write: space the quota does not see); repair punches it
+  // and frees it. An undecodable bitmap is rebuilt from the records.
+  Status CheckSlabs() {
+    std::vector<SlotRef> leaked;
+    std::vector<std::pair<std::string, std::pair<uint32_t, uint32_t>>> bad;
+    STOKER_RETURN_IF_ERROR(index_->ForEach(kSlabPrefix, [&](std::string_view k,
+                                                            std::string_view v) {
+      auto key = DecodeSlabKey(k);
+      auto bitmap = key.ok() ? DecodeSlabBitmap(v) : Result<SlabBitmap>(key.status());
+      if (!bitmap.ok()) {
+        r_.bad_records++;
+        Problem("slab record: " + bitmap.status().message());
+        if (key.ok()) slabs_.insert(SlabFileKey(key->first, key->second));
+        bad.emplace_back(std::string(k), key.ok() ? *key : std::make_pair(0u, 0u));
+        return true;
+      }
+      slabs_.insert(SlabFileKey(key->first, key->second));
+      for (uint32_t i = 0; i < kSlotsPerSlab; ++i) {
+        SlotRef slot{key->first, key->second, i};
+        if (!bitmap->Get(i) || kept_slots_.count(IdOf(slot)) || intent_slots_.count(IdOf(slot))) {
+          continue;
+        }
+        r_.leaked_slots++;
+        Problem(Name(slot) + " is taken, but no chunk record or write intent holds it");
+        leaked.push_back(slot);
+      }
+      return true;
+    }));
+    if (!repair_) return Status::OK();
+    for (const auto& [k, where] : bad) {
+      if (where.first == 0) {
+        Repaired(index_->DeleteRaw(k));
+        continue;
+      }
+      SlabBitmap rebuilt;
+      for (const SlotId& id : kept_slots_) {
+        if (std::get<0>(id) == where.first && std::get<1>(id) == where.second) {
+          rebuilt.Set(std::get<2>(id), true);
+        }
+      }
+      Repaired(index_->WriteSlab(where.first, where.second, rebuilt));
+    }
+    for (const SlotRef& slot : leaked) {
+      Punch(ChunkKey{}, slot);
+      Repaired(index_->SetSlotTaken(slot, false));
+    }
+    return Status::OK();
   }
 
   // Space in a data file beyond its chunks' (a write whose record was lost).
@@ -422,6 +525,10 @@ class Fsck {
   std::set<VersionKey> drops_;
   std::map<VersionKey, std::vector<std::pair<uint64_t, uint64_t>>> files_;  // kept chunk ranges
   std::map<std::string, ChunkKey> expected_evict_;
+  std::map<SlotId, ChunkKey> owners_;  // slots of checked chunk records
+  std::set<SlotId> kept_slots_;        // slots of kept chunk records
+  std::set<SlotId> intent_slots_;      // slots of pending (unrepaired) intents
+  std::set<VersionKey> slabs_;         // slabs with a bitmap record
   uint64_t recorded_usage_ = 0, recorded_chunks_ = 0;
   uint64_t kept_usage_ = 0, kept_chunks_ = 0, kept_objects_ = 0, all_objects_ = 0;
   IndexMeta before_;

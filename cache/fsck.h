@@ -28,6 +28,7 @@ struct FsckReport {
   uint64_t bad_checksums = 0;
   uint64_t missing_data = 0;    // records whose data file or range is gone
   uint64_t orphan_files = 0;    // data files no record refers to
+  uint64_t leaked_slots = 0;    // slab slots taken with no record or intent
   uint64_t pending_writes = 0;  // intents left by a crash
   uint64_t bad_records = 0;     // undecodable index records
   bool usage_mismatch = false;
@@ -39,8 +40,8 @@ struct FsckReport {
   uint64_t repaired = 0;
   std::vector<std::string> problems;  // one line each, for people
   bool clean() const {
-    return bad_checksums == 0 && missing_data == 0 && orphan_files == 0 && pending_writes == 0 &&
-           bad_records == 0 && !usage_mismatch && index_damage.empty();
+    return bad_checksums == 0 && missing_data == 0 && orphan_files == 0 && leaked_slots == 0 &&
+           pending_writes == 0 && bad_records == 0 && !usage_mismatch && index_damage.empty();
   }
   nlohmann::json ToJson() const;
 };

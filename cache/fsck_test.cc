@@ -37,10 +37,14 @@ class FsckTest : public ::testing::Test {
     options_.chunk_size = kCs;
     options_.capacity_bytes = 64 << 20;
     options_.prefetch_bytes = 0;
+    options_.slab_max_bytes = SlabMax();
     testing::WriteFile(origin_.Sub("a"), Pattern(3 * kCs + 5, 1));
     testing::WriteFile(origin_.Sub("b"), Pattern(kCs, 2));
     Populate();
   }
+
+  // The cases below damage versions' own files; SlabFsckTest, slots.
+  virtual uint64_t SlabMax() const { return 0; }
 
   std::unique_ptr<ObjectCache> OpenCache() {
     auto c = ObjectCache::Open(options_, origin_ptr_);
@@ -320,6 +324,78 @@ TEST_F(FsckTest, DerivedRecordsOfCurrentVersionsAreCleanOthersRepaired) {
   ObjectRecord a = idx->GetObject("a").value().value();
   EXPECT_EQ(idx->GetDerived({a.object_id, a.version}, "layout").value(), "L");
   EXPECT_FALSE(idx->GetDerived({a.object_id, a.version + 5}, "layout").value().has_value());
+}
+
+// b (one chunk) is in slot 0 of slab data/slab/65536-0.
+class SlabFsckTest : public FsckTest {
+ protected:
+  uint64_t SlabMax() const override { return 1 << 20; }
+  const SlotRef b_slot_{16, 0, 0};
+  std::string Slab() const { return Data("slab/65536-0"); }
+};
+
+TEST_F(SlabFsckTest, ASlabCacheIsClean) {
+  FsckReport r = Check(false);
+  EXPECT_TRUE(r.clean()) << r.ToJson().dump(1);
+  EXPECT_EQ(r.chunks, 5u);
+  EXPECT_EQ(r.bytes_checked, 4 * kCs + 5);
+  EXPECT_TRUE(std::filesystem::exists(Slab()));
+  EXPECT_FALSE(std::filesystem::exists(Data("02/2-1")));
+}
+
+TEST_F(SlabFsckTest, FindsAndRepairsBadSlotsAndLeakedOnes) {
+  testing::FlipByte(Slab(), 100);  // b's slot
+  const SlotRef leaked{16, 0, 5}, pending{16, 0, 1};
+  {
+    auto idx = Index();
+    // A slot taken by nothing (a lost write), with bytes in it.
+    ASSERT_TRUE(idx->SetSlotTaken(leaked, true).ok());
+    // A crashed write: its intent holds its slot.
+    ASSERT_EQ(idx->ReserveSlot({9, 1, 0}, kCs).value(), pending);
+  }
+  std::string junk = Pattern(kCs, 3);
+  int fd = open(Slab().c_str(), O_RDWR);
+  ASSERT_EQ(pwrite(fd, junk.data(), kCs, SlotOffset(leaked)), static_cast<ssize_t>(kCs));
+  ASSERT_EQ(pwrite(fd, junk.data(), kCs, SlotOffset(pending)), static_cast<ssize_t>(kCs));
+  close(fd);
+  testing::WriteFile(Data("slab/8192-0"), "a slab no record knows");
+  testing::WriteFile(Data("slab/junk"), "not ours");
+
+  FsckReport r = Check(false);
+  EXPECT_FALSE(r.clean());
+  EXPECT_EQ(r.bad_checksums, 1u) << r.ToJson().dump(1);
+  EXPECT_EQ(r.leaked_slots, 1u) << r.ToJson().dump(1);
+  EXPECT_EQ(r.pending_writes, 1u);
+  EXPECT_EQ(r.repaired, 0u);
+  const uint64_t before = testing::AllocatedUnder(Data("slab"));
+
+  FsckReport fixed = Check(true);
+  EXPECT_GT(fixed.repaired, 0u);
+  FsckReport after = Check(false);
+  EXPECT_TRUE(after.clean()) << after.ToJson().dump(1);
+  EXPECT_EQ(after.chunks, 4u);  // b's bad chunk went
+  EXPECT_FALSE(std::filesystem::exists(Data("slab/8192-0")));
+  EXPECT_FALSE(std::filesystem::exists(Data("slab/junk")));
+  EXPECT_EQ(testing::AllocatedUnder(Data("slab")), 0u) << "was " << before;
+  {
+    auto idx = Index();
+    EXPECT_FALSE(idx->SlotTaken(leaked).value());
+    EXPECT_FALSE(idx->SlotTaken(pending).value());
+    EXPECT_FALSE(idx->SlotTaken(b_slot_).value());
+  }
+  auto c = OpenCache();
+  EXPECT_EQ(ReadAll(*c, "b"), Pattern(kCs, 2));
+}
+
+TEST_F(SlabFsckTest, ARecordOnAFreeSlotIsDropped) {
+  { ASSERT_TRUE(Index()->SetSlotTaken(b_slot_, false).ok()); }
+  FsckReport r = Check(false);
+  EXPECT_EQ(r.bad_records, 1u) << r.ToJson().dump(1);
+  Check(true);
+  FsckReport after = Check(false);
+  EXPECT_TRUE(after.clean()) << after.ToJson().dump(1);
+  EXPECT_EQ(after.chunks, 4u);
+  EXPECT_EQ(testing::AllocatedUnder(Data("slab")), 0u);
 }
 
 }  // namespace

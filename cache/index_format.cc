@@ -31,6 +31,11 @@ class Writer {
     s_ += v;
     return *this;
   }
+  // Optional trailing fields: nothing when there is no slot.
+  Writer& Slot(const SlotRef& slot) {
+    if (!slot.valid()) return *this;
+    return U32(slot.slot_class).U32(slot.slab).U32(slot.slot);
+  }
   std::string Done() { return std::move(s_); }
 
  private:
@@ -66,6 +71,21 @@ class Reader {
     std::string s(v_.substr(pos_, n));
     pos_ += n;
     return s;
+  }
+  bool AtEnd() const { return ok_ && pos_ == v_.size(); }
+  // The slot fields if the value goes on (records written before slabs end
+  // without them).
+  Status OptionalSlot(SlotRef* slot) {
+    if (!ok_ || AtEnd()) return Status::OK();
+    slot->slot_class = U32();
+    slot->slab = U32();
+    slot->slot = U32();
+    if (ok_ && (slot->slot_class == 0 || slot->slot >= kSlotsPerSlab)) {
+      return Status::Corruption(std::string("index ") + what_ + " record has slot class " +
+                                std::to_string(slot->slot_class) + " slot " +
+                                std::to_string(slot->slot));
+    }
+    return Status::OK();
   }
   // Every field read, nothing left over.
   Status Finish() const {
@@ -197,6 +217,29 @@ Result<VersionKey> DecodeDerivedKey(std::string_view key) {
   return VersionKey{GetBE64(key.data() + 1), GetBE64(key.data() + 9)};
 }
 
+std::string SlabClassPrefix(uint32_t slot_class) {
+  std::string s(1, kSlabPrefix);
+  for (int i = 3; i >= 0; --i) s.push_back(static_cast<char>((slot_class >> (8 * i)) & 0xff));
+  return s;
+}
+
+std::string SlabKey(uint32_t slot_class, uint32_t slab) {
+  std::string s = SlabClassPrefix(slot_class);
+  for (int i = 3; i >= 0; --i) s.push_back(static_cast<char>((slab >> (8 * i)) & 0xff));
+  return s;
+}
+
+Result<std::pair<uint32_t, uint32_t>> DecodeSlabKey(std::string_view key) {
+  if (key.size() != 9 || key[0] != kSlabPrefix) {
+    return Status::Corruption("malformed index slab key (" + std::to_string(key.size()) +
+                              " bytes)");
+  }
+  uint64_t v = GetBE64(key.data() + 1);
+  uint32_t slot_class = static_cast<uint32_t>(v >> 32);
+  if (slot_class == 0) return Status::Corruption("index slab key has slot class 0");
+  return std::make_pair(slot_class, static_cast<uint32_t>(v));
+}
+
 Result<VersionKey> DecodeDropKey(std::string_view key) {
   if (key.size() != 17 || key[0] != kDropPrefix) {
     return Status::Corruption("malformed index drop key");
@@ -279,6 +322,7 @@ std::string EncodeChunk(const ChunkRecord& c) {
       .U64(c.insert_seq)
       .U8(static_cast<uint8_t>(c.state))
       .U64(c.last_access)
+      .Slot(c.slot)
       .Done();
 }
 
@@ -291,6 +335,7 @@ Result<ChunkRecord> DecodeChunk(std::string_view v) {
   c.insert_seq = r.U64();
   uint8_t state = r.U8();
   c.last_access = r.U64();
+  STOKER_RETURN_IF_ERROR(r.OptionalSlot(&c.slot));
   STOKER_RETURN_IF_ERROR(r.Finish());
   if (state > static_cast<uint8_t>(HitState::kProtected)) {
     return Status::Corruption("index chunk record has unknown hit state " + std::to_string(state));
@@ -303,11 +348,28 @@ Result<ChunkRecord> DecodeChunk(std::string_view v) {
   return c;
 }
 
-std::string EncodeIntent() { return Writer().Done(); }
+std::string EncodeIntent(const SlotRef& slot) { return Writer().Slot(slot).Done(); }
 
-Status DecodeIntent(std::string_view v) {
+Result<SlotRef> DecodeIntent(std::string_view v) {
   Reader r(v, "intent");
-  return r.Finish();
+  SlotRef slot;
+  STOKER_RETURN_IF_ERROR(r.OptionalSlot(&slot));
+  STOKER_RETURN_IF_ERROR(r.Finish());
+  return slot;
+}
+
+std::string EncodeSlabBitmap(const SlabBitmap& b) {
+  Writer w;
+  for (uint64_t word : b.words) w.U64(word);
+  return w.Done();
+}
+
+Result<SlabBitmap> DecodeSlabBitmap(std::string_view v) {
+  Reader r(v, "slab");
+  SlabBitmap b;
+  for (uint64_t& word : b.words) word = r.U64();
+  STOKER_RETURN_IF_ERROR(r.Finish());
+  return b;
 }
 
 }  // namespace stoker

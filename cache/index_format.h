@@ -13,8 +13,13 @@
 //   "x" obj:8 ver:8 name                 derived record: a small value made
 //                                        from this version (a decoded view's
 //                                        layout), dropped with its chunks
+//   "s" class:4 slab:4                   SlabBitmap: which slots of a slab
+//                                        are taken (cache/slab.h)
 // Values begin with kIndexFormatVersion, then little-endian fixed-width
 // fields. A value that does not decode is a Corruption status, never a guess.
+// Fields added later go at the end of a value and are optional: a chunk
+// record or intent without its slot fields (written before slabs) decodes
+// with no slot, so older caches keep working unchanged.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -25,6 +30,7 @@
 #include "cache/chunk.h"
 #include "cache/eviction.h"
 #include "cache/origin.h"
+#include "cache/slab.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -69,7 +75,19 @@ struct ChunkRecord {
   uint64_t insert_seq = 0;
   HitState state = HitState::kProbationary;
   uint64_t last_access = 0;
+  SlotRef slot;  // where the chunk is, if in a slab; else at its offset in the version's file
   bool operator==(const ChunkRecord&) const = default;
+};
+
+// One slab's taken slots, a bit per slot (slot i: bit i%64 of word i/64).
+struct SlabBitmap {
+  uint64_t words[kSlotsPerSlab / 64] = {};
+  bool Get(uint32_t slot) const { return (words[slot / 64] >> (slot % 64)) & 1; }
+  void Set(uint32_t slot, bool taken) {
+    const uint64_t bit = uint64_t{1} << (slot % 64);
+    words[slot / 64] = taken ? words[slot / 64] | bit : words[slot / 64] & ~bit;
+  }
+  bool operator==(const SlabBitmap&) const = default;
 };
 
 // Keys.
@@ -80,6 +98,7 @@ inline constexpr char kEvictPrefix = 'e';
 inline constexpr char kIntentPrefix = 'w';
 inline constexpr char kDropPrefix = 'd';
 inline constexpr char kDerivedPrefix = 'x';
+inline constexpr char kSlabPrefix = 's';
 
 std::string ObjectKey(std::string_view path);
 std::string ChunkRecordKey(const ChunkKey& key);
@@ -90,6 +109,8 @@ std::string IntentKey(const ChunkKey& key);
 std::string DropKey(const VersionKey& v);
 std::string DerivedKey(const VersionKey& v, std::string_view name);
 std::string DerivedVersionPrefix(const VersionKey& v);  // prefix of its derived records
+std::string SlabKey(uint32_t slot_class, uint32_t slab);
+std::string SlabClassPrefix(uint32_t slot_class);  // prefix of a class's bitmaps
 
 // Decoding keys: Corruption if key is not of that kind or has the wrong size.
 Result<std::string> DecodeObjectKey(std::string_view key);
@@ -99,6 +120,8 @@ Result<ChunkKey> DecodeIntentKey(std::string_view key);
 Result<VersionKey> DecodeDropKey(std::string_view key);
 // The version a derived record belongs to.
 Result<VersionKey> DecodeDerivedKey(std::string_view key);
+// (class, slab) of a slab bitmap key.
+Result<std::pair<uint32_t, uint32_t>> DecodeSlabKey(std::string_view key);
 
 // Values.
 std::string EncodeMeta(const IndexMeta& m);
@@ -107,8 +130,10 @@ std::string EncodeObject(const ObjectRecord& r);
 Result<ObjectRecord> DecodeObject(std::string_view v);
 std::string EncodeChunk(const ChunkRecord& r);
 Result<ChunkRecord> DecodeChunk(std::string_view v);
-// Intents carry only the format byte.
-std::string EncodeIntent();
-Status DecodeIntent(std::string_view v);
+// An intent carries the slot the write went to, if any.
+std::string EncodeIntent(const SlotRef& slot = {});
+Result<SlotRef> DecodeIntent(std::string_view v);
+std::string EncodeSlabBitmap(const SlabBitmap& b);
+Result<SlabBitmap> DecodeSlabBitmap(std::string_view v);
 
 }  // namespace stoker

@@ -27,6 +27,45 @@ TEST(IndexFormatTest, ValuesRoundTrip) {
   EXPECT_TRUE(DecodeIntent(EncodeIntent()).ok());
 }
 
+TEST(IndexFormatTest, SlotFieldsAreOptionalAndRoundTrip) {
+  // A record written before slabs: exactly the old bytes, read with no slot.
+  ChunkRecord old{1000, 7, 4096, 77, HitState::kProbationary, 80};
+  std::string bytes = EncodeChunk(old);
+  EXPECT_EQ(bytes.size(), 1u + 4 + 8 + 8 + 8 + 1 + 8);
+  EXPECT_FALSE(DecodeChunk(bytes).value().slot.valid());
+  ChunkRecord slotted = old;
+  slotted.slot = SlotRef{26, 3, 1023};
+  EXPECT_EQ(DecodeChunk(EncodeChunk(slotted)).value(), slotted);
+  EXPECT_EQ(EncodeChunk(slotted).size(), bytes.size() + 12);
+  // A slot past the slab, class 0, or a cut slot is corruption, not a guess.
+  for (SlotRef bad : {SlotRef{26, 3, kSlotsPerSlab}}) {
+    ChunkRecord r = old;
+    r.slot = bad;
+    EXPECT_EQ(DecodeChunk(EncodeChunk(r)).status().code(), EBADMSG);
+  }
+  std::string class0 = bytes + std::string(12, '\0');
+  EXPECT_EQ(DecodeChunk(class0).status().code(), EBADMSG);
+  EXPECT_EQ(DecodeChunk(EncodeChunk(slotted).substr(0, bytes.size() + 6)).status().code(), EBADMSG);
+
+  EXPECT_EQ(EncodeIntent(), std::string(1, static_cast<char>(kIndexFormatVersion)));
+  EXPECT_FALSE(DecodeIntent(EncodeIntent()).value().valid());
+  EXPECT_EQ(DecodeIntent(EncodeIntent(SlotRef{1, 0, 5})).value(), (SlotRef{1, 0, 5}));
+
+  SlabBitmap b;
+  b.Set(0, true);
+  b.Set(1023, true);
+  b.Set(64, true);
+  b.Set(64, false);
+  EXPECT_TRUE(b.Get(1023));
+  EXPECT_FALSE(b.Get(64));
+  EXPECT_EQ(DecodeSlabBitmap(EncodeSlabBitmap(b)).value(), b);
+  EXPECT_EQ(DecodeSlabBitmap(EncodeSlabBitmap(b).substr(1)).status().code(), EBADMSG);
+  EXPECT_EQ(DecodeSlabKey(SlabKey(26, 70000)).value(), std::make_pair(26u, 70000u));
+  EXPECT_EQ(SlabKey(26, 1).substr(0, 5), SlabClassPrefix(26));
+  EXPECT_FALSE(DecodeSlabKey(SlabKey(0, 1)).ok());
+  EXPECT_FALSE(DecodeSlabKey(SlabKey(1, 1).substr(1)).ok());
+}
+
 TEST(IndexFormatTest, KeysRoundTripAndSortNumerically) {
   ChunkKey k{1ull << 40, 2, 300};
   EXPECT_EQ(DecodeChunkRecordKey(ChunkRecordKey(k)).value(), k);

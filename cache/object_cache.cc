@@ -297,28 +297,34 @@ ObjectCacheImpl::~ObjectCacheImpl() {
 // punch it out. The intents name every such range, so data/ is not scanned.
 Status ObjectCacheImpl::ReclaimIntents() {
   std::vector<std::string> bad;
-  std::vector<ChunkKey> intents;
-  STOKER_RETURN_IF_ERROR(index_->ForEach(kIntentPrefix, [&](std::string_view k, auto) {
+  std::vector<std::pair<ChunkKey, SlotRef>> intents;
+  STOKER_RETURN_IF_ERROR(index_->ForEach(kIntentPrefix, [&](std::string_view k, auto value) {
     auto key = DecodeIntentKey(k);
-    if (key.ok()) {
-      intents.push_back(*key);
+    auto slot = DecodeIntent(value);
+    if (key.ok() && slot.ok()) {
+      intents.emplace_back(*key, *slot);
     } else {
-      bad.emplace_back(k);
+      bad.emplace_back(k);  // a slot it named is fsck's to find
     }
     return true;
   }));
   for (const auto& k : bad) STOKER_RETURN_IF_ERROR(index_->DeleteRaw(k));
-  for (const ChunkKey& key : intents) {
+  for (const auto& [key, slot] : intents) {
     STOKER_ASSIGN_OR_RETURN(auto rec, index_->GetChunk(key));
-    if (!rec) {
-      auto file = store_->Get(key.version_key(), false);
+    const bool owned = rec && (*rec).slot == slot;  // committed there after all
+    if (!owned) {
+      const ChunkPlace place = PlaceOf(key, slot, chunk_size_);
+      auto file = store_->Get(place.file, false);
       if (file.ok()) {
-        Status s =
-            ChunkStore::Punch((*file)->fd(), ChunkOffset(chunk_size_, key.index), chunk_size_);
+        Status s = ChunkStore::Punch((*file)->fd(), place.off, place.span);
         if (!s.ok()) LOG_WARN("reclaiming an interrupted chunk write: {}", s.message());
       }
     }
-    STOKER_RETURN_IF_ERROR(index_->DeleteIntent(key));
+    if (slot.valid() && !owned) {
+      STOKER_RETURN_IF_ERROR(index_->ReleaseSlot(key, slot));
+    } else {
+      STOKER_RETURN_IF_ERROR(index_->DeleteIntent(key));
+    }
     VersionKey v = key.version_key();
     STOKER_RETURN_IF_ERROR(store_
                                ->UnlinkIfIdle(v,
@@ -632,6 +638,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   STOKER_COUNTER(derived_bytes_produced)
   STOKER_COUNTER(chunks_fetched)
   STOKER_COUNTER(chunks_written)
+  STOKER_COUNTER(slab_chunks_written)
   STOKER_COUNTER(chunks_not_cached)
   STOKER_COUNTER(evicted_bytes)
   STOKER_COUNTER(evicted_chunks)

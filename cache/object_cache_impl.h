@@ -115,6 +115,13 @@ struct PinKeepalive : ReadReply::Keepalive {
   }
 };
 
+// A cached chunk to read back and check: its index, checksum and slot.
+struct ChunkToCheck {
+  uint64_t idx = 0;
+  uint64_t sum = 0;
+  SlotRef slot;
+};
+
 // How FillRange treats the chunks of its range.
 struct Fill {
   bool fetch_missing = true;  // fetch absent chunks from the origin
@@ -298,7 +305,7 @@ class ObjectCacheImpl final : public ObjectCache {
   // With bytes, the good chunks' bytes go there (the caller serves them from
   // memory), and full-block chunks are read direct, around the page cache.
   std::vector<char> CheckChunks(const ObjectVersion& v, DataFile& file,
-                                const std::vector<std::pair<uint64_t, uint64_t>>& to_check,
+                                const std::vector<ChunkToCheck>& to_check,
                                 std::vector<ChunkBytes>* bytes = nullptr);
   // Directory scans (see dir_scan.h): queues the files to fetch ahead of an
   // open of path, and fetches one of them.
@@ -308,6 +315,26 @@ class ObjectCacheImpl final : public ObjectCache {
   size_t ReadaheadLimit() const;
 
   // cache_store.cc
+  // Whether v's chunk goes to a slab slot when stored.
+  bool UsesSlab(const ObjectVersion& v) const {
+    return options_.slab_max_bytes != 0 && v.chunks == 1 &&
+           v.identity.size <= options_.slab_max_bytes;
+  }
+  // Whether a record's slot fits v (only a one-chunk version has one).
+  static bool SlotFits(const ObjectVersion& v, const SlotRef& slot) {
+    return !slot.valid() || v.chunks == 1;
+  }
+  // Registers a write of v (refused once it is superseded) and opens the
+  // file at place (created if missing). REQUIRES: store_->EndWrite(v.key)
+  // after success.
+  Result<std::shared_ptr<DataFile>> BeginChunkWrite(const ObjectVersion& v,
+                                                    const ChunkPlace& place);
+  // Punches key's bytes, then drops its record (and frees its slot).
+  // REQUIRES: key latched by the caller. Returns the bytes freed; *in_slot
+  // (if given): whether the chunk was in a slot (no file of its own to unlink).
+  Result<uint64_t> PunchAndDrop(const ChunkKey& key,
+                                const std::optional<EvictionRank>& stale_rank = std::nullopt,
+                                bool* in_slot = nullptr);
   // Caches a fetched chunk unless there is no room (then it is only served);
   // true if it is in the cache now. Ticks the eviction clock either way.
   bool StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx, const ChunkBytes& bytes);

@@ -18,8 +18,10 @@
 
 #include "cache/cache_test_util.h"
 #include "cache/chunk_index.h"
+#include "cache/chunk_store.h"
 #include "cache/local_origin.h"
 #include "cache/object_cache_test_origin.h"
+#include "cache/slab.h"
 
 namespace stoker {
 namespace {
@@ -113,6 +115,48 @@ class ObjectCacheTest : public ::testing::Test {
     struct timespec times[2] = {st.st_atim, st.st_mtim};
     ASSERT_EQ(utimensat(AT_FDCWD, tmp.c_str(), times, 0), 0);
     ASSERT_EQ(rename(tmp.c_str(), origin_dir_.Sub(name).c_str()), 0);
+  }
+
+  // Four threads read random files (whole, or random ranges) of a cache
+  // opened here, each holding its last three replies a while (their pins
+  // stay), and check every byte, the bound and that eviction ran.
+  void RaceReaders(int files, size_t (*size)(int), int reads, bool whole) {
+    for (int i = 0; i < files; ++i) Put("f" + std::to_string(i), Pattern(size(i), i));
+    auto cache = OpenCache();
+    std::atomic<int> bad{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(t);
+        std::deque<std::pair<std::unique_ptr<ReadReply>, std::string>> held;
+        for (int k = 0; k < reads; ++k) {
+          int f = static_cast<int>(rng() % files);
+          std::string want = Pattern(size(f), f);
+          auto o = cache->Open("f" + std::to_string(f), false);
+          uint64_t off = whole ? 0 : rng() % want.size();
+          size_t len = whole ? want.size() : 1 + rng() % (2 * kCs);
+          auto reply = std::make_unique<ReadReply>();
+          if (!o.ok() || !cache->Read(*o->file, off, len, reply.get()).ok()) {
+            bad++;
+            continue;
+          }
+          held.emplace_back(std::move(reply), want.substr(off, len));
+          if (held.size() > 3) {
+            if (Materialize(*held.front().first) != held.front().second) bad++;
+            held.pop_front();
+          }
+        }
+        for (auto& [r, w] : held) {
+          if (Materialize(*r) != w) bad++;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_EQ(cache->counters().errors.load(), 0u);
+    EXPECT_EQ(cache->counters().checksum_failures.load(), 0u);
+    EXPECT_LE(cache->Stats()["cache_used_bytes"].get<uint64_t>(), options_.capacity_bytes);
+    EXPECT_GT(cache->counters().evicted_chunks.load(), 0u);
   }
 
   std::string DataFile(uint64_t object_id, uint64_t version) const {
@@ -244,6 +288,7 @@ TEST_F(ObjectCacheTest, MissingDataFileIsRefetched) {
 }
 
 TEST_F(ObjectCacheTest, InterruptedWriteOfACrashedDaemonIsReclaimed) {
+  options_.slab_max_bytes = 0;  // a version's own file (SlabCacheTest has slots)
   std::string data = Pattern(kCs, 6);
   Put("a", data);
   { ASSERT_EQ(ReadAll(*OpenCache(), "a"), data); }
@@ -841,47 +886,8 @@ TEST_F(ObjectCacheTest, PinnedRangesAreNotPunchedByEviction) {
 TEST_F(ObjectCacheTest, ConcurrentReadersUnderEvictionGetTheRightBytes) {
   options_.capacity_bytes = 1 << 20;
   options_.prefetch_bytes = 2 * kCs;
-  constexpr int kFiles = 12;
-  for (int i = 0; i < kFiles; ++i) Put("f" + std::to_string(i), Pattern(5 * kCs + i, i));
-  auto cache = OpenCache();
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      std::mt19937 rng(t);
-      std::deque<std::pair<std::unique_ptr<ReadReply>, std::string>> held;  // pins stay a while
-      for (int k = 0; k < 150; ++k) {
-        int f = static_cast<int>(rng() % kFiles);
-        std::string want = Pattern(5 * kCs + f, f);
-        auto o = cache->Open("f" + std::to_string(f), false);
-        if (!o.ok()) {
-          bad++;
-          continue;
-        }
-        uint64_t off = rng() % want.size();
-        size_t len = 1 + rng() % (2 * kCs);
-        auto reply = std::make_unique<ReadReply>();
-        if (!cache->Read(*o->file, off, len, reply.get()).ok()) {
-          bad++;
-          continue;
-        }
-        held.emplace_back(std::move(reply), want.substr(off, len));
-        if (held.size() > 3) {
-          if (Materialize(*held.front().first) != held.front().second) bad++;
-          held.pop_front();
-        }
-      }
-      for (auto& [r, w] : held) {
-        if (Materialize(*r) != w) bad++;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(bad.load(), 0);
-  EXPECT_EQ(cache->counters().errors.load(), 0u);
-  EXPECT_EQ(cache->counters().checksum_failures.load(), 0u);
-  EXPECT_LE(cache->Stats()["cache_used_bytes"].get<uint64_t>(), options_.capacity_bytes);
-  EXPECT_GT(cache->counters().evicted_chunks.load(), 0u);
+  RaceReaders(
+      12, [](int f) { return static_cast<size_t>(5 * kCs + f); }, 150, false);
 }
 
 TEST_F(ObjectCacheTest, NoSpaceServesFromTheOriginWithoutErrors) {
@@ -1114,6 +1120,168 @@ TEST_F(ObjectCacheTest, StatsCarryTheSchema) {
   EXPECT_EQ(j["cache_hit_bytes"], 3u);
   EXPECT_DOUBLE_EQ(j["hit_ratio"].get<double>(), 0.5);
   EXPECT_EQ(j["cache_dir"], options_.dir);
+}
+
+// Small objects in slab slots (cache/slab.h).
+class SlabCacheTest : public ObjectCacheTest {
+ protected:
+  std::string Slab(uint64_t len, uint32_t n = 0) const {
+    return options_.dir + "/data/" + ChunkStore::RelativePath(SlabFileKey(SlotClassFor(len), n));
+  }
+  static bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+};
+
+TEST_F(SlabCacheTest, SmallFilesShareASlabAndBigOnesKeepTheirOwnFiles) {
+  for (int i = 0; i < 5; ++i) Put("s" + std::to_string(i), Pattern(10000, i));
+  Put("big", Pattern(3 * kCs, 9));  // object 6
+  {
+    auto cache = OpenCache();
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(ReadAll(*cache, "s" + std::to_string(i)), Pattern(10000, i));
+    EXPECT_EQ(ReadAll(*cache, "big"), Pattern(3 * kCs, 9));
+    EXPECT_EQ(cache->counters().slab_chunks_written.load(), 5u);
+    EXPECT_EQ(cache->counters().chunks_written.load(), 8u);
+    EXPECT_EQ(cache->Stats()["chunks"], 8u);
+    EXPECT_EQ(cache->Stats()["chunk_bytes"], 5 * AllocatedBytes(10000) + 3 * kCs);
+  }
+  EXPECT_TRUE(Exists(Slab(10000)));
+  int own_files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(options_.dir + "/data")) {
+    if (e.is_regular_file() && e.path().parent_path().filename() != "slab") own_files++;
+  }
+  EXPECT_EQ(own_files, 1) << "only the big file has a file of its own";
+  // Allocated blocks are the chunks' own: the slots' tails are holes.
+  EXPECT_EQ(testing::AllocatedUnder(options_.dir + "/data/slab"), 5 * AllocatedBytes(10000));
+  // Served from the slab after a restart, verified once, never fetched.
+  origin_->SetFailure(ENOTCONN);
+  auto cache = OpenCache();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(ReadAll(*cache, "s" + std::to_string(i)), Pattern(10000, i));
+  }
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), 0u);
+  EXPECT_EQ(cache->counters().checksum_failures.load(), 0u);
+}
+
+// Each chunk's record says where it is: a cache written with slabs off (or
+// before them) is served as it is with them on, and the other way round.
+TEST_F(SlabCacheTest, ChunksStayWhereTheyWereWrittenWhenTheSettingChanges) {
+  Put("old", Pattern(10000, 1));
+  Put("new", Pattern(10000, 2));
+  options_.slab_max_bytes = 0;
+  { EXPECT_EQ(ReadAll(*OpenCache(), "old"), Pattern(10000, 1)); }
+  options_.slab_max_bytes = 1 << 20;
+  {
+    auto cache = OpenCache();
+    EXPECT_EQ(ReadAll(*cache, "old"), Pattern(10000, 1));
+    EXPECT_EQ(cache->counters().origin_bytes_read.load(), 0u) << "served from its own file";
+    EXPECT_EQ(ReadAll(*cache, "new"), Pattern(10000, 2));
+    EXPECT_EQ(cache->counters().slab_chunks_written.load(), 1u);
+  }
+  options_.slab_max_bytes = 0;
+  origin_->SetFailure(ENOTCONN);
+  auto cache = OpenCache();
+  EXPECT_EQ(ReadAll(*cache, "old"), Pattern(10000, 1));
+  EXPECT_EQ(ReadAll(*cache, "new"), Pattern(10000, 2));
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), 0u);
+  EXPECT_EQ(cache->counters().checksum_failures.load(), 0u);
+}
+
+TEST_F(SlabCacheTest, AFlippedByteInASlotIsDetectedAndRefetched) {
+  Put("a", Pattern(10000, 1));
+  Put("b", Pattern(10000, 2));
+  {
+    auto cache = OpenCache();
+    EXPECT_EQ(ReadAll(*cache, "a"), Pattern(10000, 1));
+    EXPECT_EQ(ReadAll(*cache, "b"), Pattern(10000, 2));
+  }
+  testing::FlipByte(Slab(10000), SlotBytes(SlotClassFor(10000)) + 777);  // b's slot
+  auto cache = OpenCache();
+  EXPECT_EQ(ReadAll(*cache, "a"), Pattern(10000, 1));
+  EXPECT_EQ(ReadAll(*cache, "b"), Pattern(10000, 2));
+  EXPECT_EQ(cache->counters().checksum_failures.load(), 1u);
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), 10000u);
+  EXPECT_EQ(ReadAll(*cache, "b"), Pattern(10000, 2));
+  EXPECT_EQ(cache->counters().origin_bytes_read.load(), 10000u) << "cached again";
+}
+
+TEST_F(SlabCacheTest, ADroppedVersionsSlotIsTakenAgainNotAppended) {
+  Put("a", Pattern(10000, 1));
+  auto cache = OpenCache();
+  auto old_open = cache->Open("a", false).value();
+  ASSERT_EQ(ReadRange(*cache, old_open, 0, 10000), Pattern(10000, 1));
+  Put("a", Pattern(9000, 2));  // the same slot class
+  auto now = cache->Open("a", true).value();
+  EXPECT_TRUE(now.changed);
+  EXPECT_TRUE(Eventually([&] { return cache->Stats()["chunks"] == 0u; }));
+  EXPECT_EQ(ReadRange(*cache, now, 0, 10000), Pattern(9000, 2));
+  Put("c", Pattern(10000, 3));
+  EXPECT_EQ(ReadAll(*cache, "c"), Pattern(10000, 3));
+  // Two live chunks in slots 0 and 1 (the old version's slot was freed and
+  // taken again): the slab never grew past them.
+  struct stat st;
+  ASSERT_EQ(stat(Slab(10000).c_str(), &st), 0);
+  EXPECT_LE(static_cast<uint64_t>(st.st_size), 2 * SlotBytes(SlotClassFor(10000)));
+  EXPECT_EQ(testing::AllocatedUnder(options_.dir + "/data/slab"), 2 * AllocatedBytes(10000));
+}
+
+TEST_F(SlabCacheTest, APinnedSlotIsNotFreedWhileItsReplyIsHeld) {
+  Put("a", Pattern(10000, 1));
+  auto cache = OpenCache();
+  ASSERT_EQ(ReadAll(*cache, "a"), Pattern(10000, 1));
+  // Another open: the first holds what it fetched in memory.
+  auto o = cache->Open("a", false).value();
+  auto held = std::make_unique<ReadReply>();
+  ASSERT_TRUE(cache->Read(*o.file, 0, 10000, held.get()).ok());
+  ASSERT_EQ(held->segments().size(), 1u);
+  ASSERT_GE(held->segments()[0].fd, 0) << "served from the slab file";
+  // The version is replaced while the reply is still out: its slot must
+  // not be freed (and taken by b) under the reply.
+  Put("a", Pattern(10000, 2));
+  ASSERT_TRUE(cache->Open("a", true).value().changed);
+  Put("b", Pattern(10000, 3));
+  EXPECT_EQ(ReadAll(*cache, "b"), Pattern(10000, 3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // drop rounds run
+  EXPECT_EQ(Materialize(*held), Pattern(10000, 1)) << "another object's bytes in a held slot";
+  held.reset();
+  EXPECT_TRUE(Eventually([&] { return cache->Stats()["chunks"] == 1u; }));
+}
+
+TEST_F(SlabCacheTest, AnInterruptedSlabWriteIsReclaimedAtStart) {
+  Put("a", Pattern(10000, 1));
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), Pattern(10000, 1)); }
+  SlotRef slot;
+  {
+    // What kill -9 between the slot's pwrite and the commit leaves.
+    ChunkIndex::Options o;
+    o.path = options_.dir + "/index";
+    auto idx = ChunkIndex::Open(o).value();
+    slot = idx->ReserveSlot({1, 7, 0}, 10000).value();
+    EXPECT_EQ(slot.slot, 1u);
+    int fd = open(Slab(10000).c_str(), O_WRONLY);
+    std::string junk = Pattern(10000, 99);
+    ASSERT_EQ(pwrite(fd, junk.data(), junk.size(), SlotOffset(slot)), 10000);
+    close(fd);
+  }
+  EXPECT_EQ(testing::AllocatedUnder(options_.dir + "/data/slab"), 2 * AllocatedBytes(10000));
+  {
+    auto cache = OpenCache();
+    EXPECT_EQ(testing::AllocatedUnder(options_.dir + "/data/slab"), AllocatedBytes(10000));
+    EXPECT_EQ(ReadAll(*cache, "a"), Pattern(10000, 1));
+    EXPECT_EQ(cache->counters().origin_bytes_read.load(), 0u);
+  }
+  ChunkIndex::Options o;
+  o.path = options_.dir + "/index";
+  EXPECT_FALSE(ChunkIndex::Open(o).value()->SlotTaken(slot).value());
+}
+
+// The concurrent-readers case over small files: slots freed and taken
+// again under readers never hand anyone another object's bytes.
+TEST_F(SlabCacheTest, ConcurrentReadersUnderEvictionGetTheRightBytes) {
+  options_.capacity_bytes = 1 << 20;
+  RaceReaders(
+      64, [](int f) { return static_cast<size_t>(20000 + 997 * f); }, 300, true);
+  EXPECT_LE(testing::AllocatedUnder(options_.dir), options_.capacity_bytes);
 }
 
 }  // namespace

@@ -26,6 +26,15 @@ struct CacheOptions {
   // starts a fresh index (the old chunks are dropped). Default: 1 MiB.
   uint64_t chunk_size = 1ull << 20;
 
+  // Objects of at most this many bytes that fit in one chunk are stored in
+  // slots of shared slab files (cache/slab.h) instead of a data file each,
+  // which costs the SSD's filesystem far less per object. 0: every object
+  // gets its own file. Each chunk's record says where it is, so a cache
+  // written with another value (or before slabs) is used as it is.
+  // Default: 1 MiB. Survives crashes: slots are taken and freed in the
+  // index batches that write and drop their chunks.
+  uint64_t slab_max_bytes = 1ull << 20;
+
   // Eviction starts above high (fractions of capacity) and goes down to low;
   // fresh probationary chunks are taken only down to high (see eviction.h).
   // Default: 0.97 and 0.94.

@@ -10,7 +10,7 @@ void ResidentChunks::MaybeErase(Shard& s,
   if (st.pins == 0 && !st.latched && !st.verified) s.map.erase(it);
 }
 
-bool ResidentChunks::TryPin(const ChunkKey& key, bool* verified) {
+bool ResidentChunks::TryPin(const ChunkKey& key, bool* verified, SlotRef* slot) {
   Shard& s = ShardOf(key);
   std::lock_guard<std::mutex> l(s.mu);
   State& st = s.map[key];
@@ -20,6 +20,7 @@ bool ResidentChunks::TryPin(const ChunkKey& key, bool* verified) {
   }
   st.pins++;
   *verified = st.verified;
+  if (slot) *slot = st.slot;
   return true;
 }
 
@@ -32,12 +33,13 @@ void ResidentChunks::Unpin(const ChunkKey& key) {
   MaybeErase(s, it);
 }
 
-void ResidentChunks::MarkVerified(const ChunkKey& key) {
+void ResidentChunks::MarkVerified(const ChunkKey& key, const SlotRef& slot) {
   Shard& s = ShardOf(key);
   std::lock_guard<std::mutex> l(s.mu);
   auto it = s.map.find(key);
   STOKER_CHECK(it != s.map.end() && it->second.pins > 0, "verified chunk must be pinned");
   it->second.verified = true;
+  it->second.slot = slot;
 }
 
 bool ResidentChunks::TryLatchForEvict(const ChunkKey& key) {

@@ -8,6 +8,12 @@
 // never pins a chunk on its way out. Latching clears the verified bit: a
 // chunk written again later is verified again.
 //
+// A verified chunk also remembers where it is (its slab slot, if any), so a
+// read serves it without asking the index. The slot is freed only under the
+// latch (see ChunkIndex), so a pinned chunk's slot is never reused under its
+// reader, and the next pin after a drop finds it unverified and asks the
+// index again.
+//
 // Thread-safety: all methods are thread-safe (sharded mutexes, sharded by
 // version so ForgetVersion touches one shard).
 #pragma once
@@ -18,17 +24,19 @@
 #include <unordered_map>
 
 #include "cache/chunk.h"
+#include "cache/slab.h"
 
 namespace stoker {
 
 class ResidentChunks {
  public:
-  // Pins key unless the evictor holds it. *verified: verified by this process.
-  bool TryPin(const ChunkKey& key, bool* verified);
+  // Pins key unless the evictor holds it. *verified: verified by this
+  // process; then *slot (if given) is where it was verified.
+  bool TryPin(const ChunkKey& key, bool* verified, SlotRef* slot = nullptr);
   // REQUIRES: a pin taken by TryPin.
   void Unpin(const ChunkKey& key);
   // REQUIRES: key pinned by the caller (its bytes were checked or written).
-  void MarkVerified(const ChunkKey& key);
+  void MarkVerified(const ChunkKey& key, const SlotRef& slot = {});
   // Takes key for eviction or a drop: fails while pinned or held already.
   bool TryLatchForEvict(const ChunkKey& key);
   // The same, and fails if the chunk is verified: a drop decided on a check
@@ -47,6 +55,7 @@ class ResidentChunks {
     int32_t pins = 0;
     bool latched = false;
     bool verified = false;
+    SlotRef slot;  // where it was verified
   };
   struct Shard {
     mutable std::mutex mu;

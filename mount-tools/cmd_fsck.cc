@@ -55,6 +55,7 @@ std::string FormatFsckReport(const FsckReport& r, bool repair, size_t max_proble
   AddCount(&kinds, r.bad_checksums, "bad checksums");
   AddCount(&kinds, r.missing_data, "records without data");
   AddCount(&kinds, r.orphan_files, "orphan data files");
+  AddCount(&kinds, r.leaked_slots, "leaked slab slots");
   AddCount(&kinds, r.pending_writes, "pending writes");
   AddCount(&kinds, r.bad_records, "bad index records");
   if (r.usage_mismatch) kinds += std::string(kinds.empty() ? "" : ", ") + "usage record wrong";

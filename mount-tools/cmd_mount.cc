@@ -329,6 +329,7 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   STOKER_ASSIGN_OR_RETURN(o.cache.chunk_size, ParseSizeFlag("--chunk-size", args.chunk_size));
   STOKER_ASSIGN_OR_RETURN(o.cache.capacity_bytes, ParseSizeFlag("--cache-size", args.cache_size));
   STOKER_ASSIGN_OR_RETURN(o.cache.prefetch_bytes, ParseSizeFlag("--prefetch", args.prefetch));
+  STOKER_ASSIGN_OR_RETURN(o.cache.slab_max_bytes, ParseSizeFlag("--slab-max", args.slab_max));
   uint64_t chunk = o.cache.chunk_size;
   if (chunk < kMinChunkSize || chunk > kMaxChunkSize) {
     return Status::Invalid("--chunk-size " + args.chunk_size + ": must be between " +
@@ -411,6 +412,10 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--chunk-size", args->chunk_size,
                   "Unit of fetching and caching, 64K..64M, a multiple of 4K")
+      ->capture_default_str();
+  app->add_option("--slab-max", args->slab_max,
+                  "Files up to this size (and one chunk) share slab files in the cache; "
+                  "0 gives each its own file")
       ->capture_default_str();
   app->add_option("--revalidate", args->revalidate,
                   "Seconds after which an open re-checks the origin file (0 = every open)")

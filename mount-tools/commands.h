@@ -54,6 +54,7 @@ struct MountArgs {
   std::string cache_dir;
   std::string cache_size = "10G";
   std::string chunk_size = "1M";
+  std::string slab_max = "1M";
   std::string revalidate = "60";  // seconds
   std::string prefetch = "8M";
   std::string prefetch_files = "16";

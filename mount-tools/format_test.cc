@@ -162,11 +162,14 @@ TEST(FormatFsckReport, ListsProblemsCapped) {
   FsckReport r;
   r.bad_checksums = 2;
   r.orphan_files = 1;
+  r.leaked_slots = 3;
   r.usage_mismatch = true;
   for (int i = 0; i < 5; ++i) r.problems.push_back("problem " + std::to_string(i));
   std::string out = FormatFsckReport(r, false, 3);
-  EXPECT_NE(out.find("problems: 2 bad checksums, 1 orphan data files, usage record wrong\n"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("problems: 2 bad checksums, 1 orphan data files, 3 leaked slab slots, usage record "
+               "wrong\n"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find("  problem 2\n"), std::string::npos);
   EXPECT_EQ(out.find("problem 3"), std::string::npos);

@@ -64,7 +64,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       RoundTrip<ChunkRecord>(in, DecodeChunk, EncodeChunk);
       break;
     case 9:
-      if (DecodeIntent(in).ok()) Check(in == EncodeIntent());
+      if (auto slot = DecodeIntent(in); slot.ok()) Check(in == EncodeIntent(*slot));
+      if (auto b = DecodeSlabBitmap(in); b.ok()) Check(in == EncodeSlabBitmap(*b));
+      if (auto k = DecodeSlabKey(in); k.ok()) Check(SlabKey(k->first, k->second) == in);
       break;
   }
   return 0;

@@ -1,6 +1,9 @@
-"""A dataset 4x larger than --cache-size, read for several epochs: usage
+"""A dataset 3-4x larger than --cache-size, read for several epochs: usage
 stays bounded at every moment, and later epochs still hit the cache at
 least 0.9 x capacity/dataset (plain LRU would reach 0% in a fixed order).
+Two datasets: 4 MiB shards (a file per object version in the cache) and
+100 KiB files (slots in slab files, freed and taken again as eviction
+churns).
 
 Bound checked two ways while the epochs run, by a poller thread:
 - the daemon's own gauge: cache_used_bytes <= cache_capacity_bytes;
@@ -24,12 +27,13 @@ import stoker_testlib as lib
 from stoker_testlib import CHUNK, MIB, with_deadline
 
 CAPACITY = 64 * MIB
-FILE_SIZE = 4 * MIB
-FILES = 64                        # 256 MiB, 4x the capacity
-DATASET = FILE_SIZE * FILES
+# kind: (files, file size, name of file i)
+DATASETS = {
+    "shards": (64, 4 * MIB, lambda i: f"shard-{i:03d}.tfrecord"),  # 256 MiB, 4x the capacity
+    "small": (2000, 100 * 1024, lambda i: f"d{i // 500:02d}/img-{i:05d}.jpg"),  # 195 MiB, 3x
+}
 EPOCHS = 4
 SLACK = 4 * CHUNK
-MIN_RATIO = 0.9 * CAPACITY / DATASET
 
 
 class UsagePoller:
@@ -79,19 +83,23 @@ def read_epoch(mnt, order, expected):
     return with_deadline(go, timeout=600, what="epoch")
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    origin = tmp_path_factory.mktemp("capacity_origin")
-    rng = lib.seeded("capacity")
-    for i in range(FILES):
-        lib.write_random(origin / f"shard-{i:03d}.tfrecord", FILE_SIZE, rng)
-    return origin, lib.hashes_of(origin)
+@pytest.fixture(scope="module", params=sorted(DATASETS))
+def dataset(request, tmp_path_factory):
+    files, size, name = DATASETS[request.param]
+    origin = tmp_path_factory.mktemp(f"capacity_origin_{request.param}")
+    rng = lib.seeded(f"capacity-{request.param}")
+    for i in range(files):
+        p = origin / name(i)
+        p.parent.mkdir(exist_ok=True)
+        lib.write_random(p, size, rng)
+    return request.param, origin, lib.hashes_of(origin), files * size
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("order", ["fixed", "shuffled"])
 def test_epochs_over_dataset_larger_than_cache(mounts, dataset, order):
-    origin, expected = dataset
+    kind, origin, expected, dataset_bytes = dataset
+    min_ratio = 0.9 * CAPACITY / dataset_bytes
     m = mounts.make(origin, args=["--chunk-size", "1M", "--cache-size", str(CAPACITY)])
     assert m.stats()["cache_capacity_bytes"] == CAPACITY
     names = sorted(expected)
@@ -109,7 +117,7 @@ def test_epochs_over_dataset_larger_than_cache(mounts, dataset, order):
             assert not bad, f"epoch {epoch}: wrong bytes in {bad[:5]}"
             read = after["bytes_read"] - before["bytes_read"]
             hit = after["cache_hit_bytes"] - before["cache_hit_bytes"]
-            assert read >= DATASET, (
+            assert read >= dataset_bytes, (
                 f"epoch {epoch}: only {read} bytes reached the daemon "
                 "(page cache not dropped?)")
             origin_read = after["origin_bytes_read"] - before["origin_bytes_read"]
@@ -119,20 +127,22 @@ def test_epochs_over_dataset_larger_than_cache(mounts, dataset, order):
             # origin traffic.)
             saved.append(1 - origin_read / read)
     final = m.stats()
-    print(f"{order}: hit ratios per epoch {[round(r, 3) for r in ratios]}, "
+    print(f"{kind} {order}: hit ratios per epoch {[round(r, 3) for r in ratios]}, "
           f"origin saved {[round(r, 3) for r in saved]}, "
           f"max used gauge {poller.max_gauge}, max allocated {poller.max_disk}, "
           f"samples {poller.samples}, evicted {final['evicted_bytes']}")
     assert poller.samples > 0
     assert not poller.violations, poller.violations[:10]
     assert final["evicted_bytes"] > 0, final
+    if kind == "small":
+        assert final["slab_chunks_written"] > 0, final
     for epoch, r in enumerate(ratios[1:], start=2):
-        assert r >= MIN_RATIO, (
-            f"{order} epoch {epoch}: hit ratio {r:.3f} < {MIN_RATIO:.3f}; all {ratios}")
+        assert r >= min_ratio, (
+            f"{kind} {order} epoch {epoch}: hit ratio {r:.3f} < {min_ratio:.3f}; all {ratios}")
     for epoch, r in enumerate(saved[1:], start=2):
-        assert r >= MIN_RATIO, (
-            f"{order} epoch {epoch}: only {r:.3f} of the bytes read were not read "
-            f"from the origin, want >= {MIN_RATIO:.3f}; all {saved}")
+        assert r >= min_ratio, (
+            f"{kind} {order} epoch {epoch}: only {r:.3f} of the bytes read were not read "
+            f"from the origin, want >= {min_ratio:.3f}; all {saved}")
     m.unmount()
     assert lib.allocated_bytes(m.cache, include=("data", "index")) <= CAPACITY
     r = lib.fsck(m.cache)
