@@ -483,8 +483,8 @@ void ObjectCacheImpl::TrimObjects() {
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, bool force,
                                                     Opener who) {
   auto& stripes = origin_->IsDerived(path) ? derived_stripes_ : open_stripes_;
-  std::unique_lock<std::timed_mutex> stripe(
-      stripes[std::hash<std::string>()(path) % stripes.size()], std::defer_lock);
+  std::unique_lock<TimedMutex> stripe(stripes[std::hash<std::string>()(path) % stripes.size()],
+                                      std::defer_lock);
   if (!stripe.try_lock()) {
     OriginBackoff* b = origin_->backoff();
     while (!stripe.try_lock_for(std::chrono::milliseconds(100))) {

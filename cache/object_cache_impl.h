@@ -44,6 +44,7 @@
 #include "cache/resident_chunks.h"
 #include "cache/unstored_chunks.h"
 #include "cache/worker_pool.h"
+#include "util/timed_mutex.h"
 
 namespace stoker {
 
@@ -394,10 +395,10 @@ class ObjectCacheImpl final : public ObjectCache {
   // hung origin holds its stripe for as long as the origin hangs, so while
   // the origin is unreachable an open that cannot get its stripe is answered
   // from what the cache holds (OpenHeldUnlocked) instead of waiting.
-  std::array<std::timed_mutex, 64> open_stripes_;
+  std::array<TimedMutex, 64> open_stripes_;
   // Derived paths (Origin::IsDerived) lock these, and may then take a plain
   // stripe while opening their source: derived -> plain, never back.
-  std::array<std::timed_mutex, 64> derived_stripes_;
+  std::array<TimedMutex, 64> derived_stripes_;
   std::mutex objects_mu_;
   // The versions opened lately, by path; at most options_.max_object_entries
   // of them that no open file uses (a million-file dataset must not keep a
