@@ -13,6 +13,7 @@ constexpr auto kHitFlushInterval = std::chrono::seconds(1);
 constexpr auto kIndexMeasureInterval = std::chrono::seconds(2);
 constexpr size_t kDropBatch = 1024;
 constexpr size_t kMaxVictimsPerRound = 256;
+constexpr uint64_t kSameAccessTicks = 128;
 
 std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : dir + "/" + name;
@@ -23,16 +24,29 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
 // A hit costs no index write: hits are collected here and applied once per
 // flush window, one clock tick per chunk per window (a reader going through a
 // chunk in small requests is one access, not many).
+//
+// The access that inserted a chunk is not a hit on it: its reader's next
+// requests for the rest of the chunk, or the first read of a chunk fetched
+// ahead, come within a few ticks of the insert. kSameAccessTicks is beyond
+// what prefetch (8 chunks ahead per file, 16 files ahead per directory) and
+// a few dozen concurrent readers put between them, and well short of an
+// epoch. A window of wall time alone is not enough: an epoch over a small
+// dataset can take less than one, and its hits would then never promote
+// what they hit, leaving the resident subset to go stale (see eviction.h).
 void ObjectCacheImpl::RecordHit(const ChunkKey& key) {
   std::lock_guard<std::mutex> l(hits_mu_);
-  if (inserted_now_.count(key) || inserted_prev_.count(key)) return;
-  auto [it, inserted] = pending_hits_.try_emplace(key, 0);
-  if (inserted) it->second = index_->Tick();
+  const uint64_t now = index_->clock();
+  for (const auto* inserted : {&inserted_now_, &inserted_prev_}) {
+    auto it = inserted->find(key);
+    if (it != inserted->end() && now - it->second <= kSameAccessTicks) return;
+  }
+  auto [it, fresh] = pending_hits_.try_emplace(key, 0);
+  if (fresh) it->second = index_->Tick();
 }
 
-void ObjectCacheImpl::RecordInsert(const ChunkKey& key) {
+void ObjectCacheImpl::RecordInsert(const ChunkKey& key, uint64_t tick) {
   std::lock_guard<std::mutex> l(hits_mu_);
-  inserted_now_.insert(key);
+  inserted_now_[key] = tick;
 }
 
 void ObjectCacheImpl::KickEvictor() {
@@ -70,26 +84,32 @@ void ObjectCacheImpl::EvictorLoop() {
       last_measure = now;
     }
     if (now - last_flush >= kHitFlushInterval) {
-      FlushHits();
+      FlushHits(/*new_window=*/true);
       last_flush = now;
     }
     ProcessDrops();
     if (quota_.TakeRefused() || quota_.AboveHigh()) {
+      // The policy must see the hits up to now: a chunk hit since the last
+      // flush is not a stale one (epochs faster than a flush window would
+      // otherwise never promote anything).
+      FlushHits(/*new_window=*/false);
       EvictToLow();
       MeasureIndex();
       last_measure = Clock::now();
     }
   }
-  FlushHits();
+  FlushHits(/*new_window=*/true);
 }
 
-void ObjectCacheImpl::FlushHits() {
+void ObjectCacheImpl::FlushHits(bool new_window) {
   std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> hits;
   {
     std::lock_guard<std::mutex> l(hits_mu_);
     hits.swap(pending_hits_);
-    inserted_prev_.swap(inserted_now_);
-    inserted_now_.clear();
+    if (new_window) {
+      inserted_prev_.swap(inserted_now_);
+      inserted_now_.clear();
+    }
   }
   if (hits.empty()) return;
   std::vector<std::pair<ChunkKey, uint64_t>> batch(hits.begin(), hits.end());
@@ -178,11 +198,14 @@ void ObjectCacheImpl::EvictToLow() {
     if (victims.empty()) break;  // nothing left that is not pinned
     bool done = false;
     for (const auto& victim : victims) {
-      // Fresh probationary chunks only make room for more fresh ones: stop
-      // at the high watermark when they are next (see eviction.h). Victims
-      // come in policy order, so nothing after them goes either.
+      // Fresh probationary chunks only make room for more fresh ones, and
+      // a protected chunk that is not stale is part of the resident subset:
+      // when either is next, stop at the high watermark (see eviction.h).
+      // Only stale chunks go down to the low one. Victims come in policy
+      // order, so nothing after them goes either.
       done = done || quota_.BytesOverLow() == 0 ||
-             (victim.kind == EvictionPolicy::VictimKind::kFreshProbationary &&
+             ((victim.kind == EvictionPolicy::VictimKind::kFreshProbationary ||
+               victim.kind == EvictionPolicy::VictimKind::kProtected) &&
               !quota_.CommittedAboveHigh());
       if (done) {
         resident_->ReleaseLatch(victim.key);

@@ -159,7 +159,7 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   }
   if (committed) {
     resident_->MarkVerified(key, slot);
-    RecordInsert(key);
+    RecordInsert(key, tick);
     counters_.chunks_written++;
     if (slab) counters_.slab_chunks_written++;
   } else if (s.code() == ENOSPC) {

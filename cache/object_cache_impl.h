@@ -355,11 +355,14 @@ class ObjectCacheImpl final : public ObjectCache {
 
   // cache_background.cc
   void RecordHit(const ChunkKey& key);
-  void RecordInsert(const ChunkKey& key);
+  // The chunk was inserted at eviction clock tick.
+  void RecordInsert(const ChunkKey& key, uint64_t tick);
   void KickEvictor();
   void QueueDrop(const VersionKey& v);
   void EvictorLoop();
-  void FlushHits();
+  // Applies the hits gathered so far to the index; new_window also starts a
+  // new window of inserts (see RecordHit).
+  void FlushHits(bool new_window);
   void ProcessDrops();
   void EvictToLow();
   void WarmLoop();
@@ -410,10 +413,12 @@ class ObjectCacheImpl final : public ObjectCache {
   // Batched access records (see RecordHit).
   std::mutex hits_mu_;
   std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> pending_hits_;  // GUARDED_BY(hits_mu_)
-  // Chunks inserted in this and the previous flush window: a hit on them is
-  // the same access that inserted them, not a later one.
-  std::unordered_set<ChunkKey, ChunkKeyHash> inserted_now_;   // GUARDED_BY(hits_mu_)
-  std::unordered_set<ChunkKey, ChunkKeyHash> inserted_prev_;  // GUARDED_BY(hits_mu_)
+  // Chunks inserted in this and the previous flush window, with the tick of
+  // their insert: a hit on one within kSameAccessTicks of it is the access
+  // that inserted it (the rest of a reader's requests, a prefetched chunk's
+  // first read), not a later one.
+  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> inserted_now_;   // GUARDED_BY(hits_mu_)
+  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> inserted_prev_;  // GUARDED_BY(hits_mu_)
 
   // Evictor.
   std::mutex bg_mu_;

@@ -809,19 +809,59 @@ TEST_F(ObjectCacheTest, CapacityIsNeverExceededAndLaterEpochsHit) {
   EXPECT_EQ(cache->counters().errors.load(), 0u);
 }
 
+// The read that inserted a chunk is not a hit on it, but the next reader's
+// is, however soon it comes: an epoch over a small dataset can be shorter
+// than the window in which hits are gathered. Were its hits ignored, what
+// the cache holds would never be promoted, go stale and be thrown out.
+TEST_F(ObjectCacheTest, ALaterReadPromotesEvenWithinAFlushWindow) {
+  options_.prefetch_bytes = 0;
+  options_.dir_prefetch_files = 0;
+  Put("a", Pattern(kCs, 1));
+  Put("b", Pattern(4 * kCs, 2));  // read in small requests: one access
+  for (int i = 0; i < 200; ++i) Put("f" + std::to_string(i), Pattern(kCs, 10 + i));
+  {
+    auto cache = OpenCache();
+    ASSERT_EQ(ReadAll(*cache, "a"), Pattern(kCs, 1));
+    auto b = cache->Open("b", false).value();
+    for (uint64_t off = 0; off < 4 * kCs; off += 4 << 10) {
+      ReadReply r;
+      ASSERT_TRUE(cache->Read(*b.file, off, 4 << 10, &r).ok());
+    }
+    // Other chunks' accesses come between the two reads of a.
+    for (int i = 0; i < 200; ++i) ReadAll(*cache, "f" + std::to_string(i));
+    ASSERT_EQ(ReadAll(*cache, "a"), Pattern(kCs, 1));
+    EXPECT_GT(cache->counters().cache_hit_bytes.load(), 0u);
+  }  // closing flushes the hits
+  ChunkIndex::Options o;
+  o.path = options_.dir + "/index";
+  auto idx = ChunkIndex::Open(o).value();
+  auto state = [&](const std::string& path, uint64_t chunk) {
+    auto obj = idx->GetObject(path).value();
+    EXPECT_TRUE(obj.has_value()) << path;
+    auto rec = idx->GetChunk({obj->object_id, obj->version, chunk}).value();
+    EXPECT_TRUE(rec.has_value()) << path << " chunk " << chunk;
+    return rec ? rec->state : HitState::kProbationary;
+  };
+  EXPECT_EQ(state("a", 0), HitState::kProtected) << "a later read within the window";
+  for (uint64_t c = 0; c < 4; ++c) {
+    EXPECT_EQ(state("b", c), HitState::kProbationary) << "the inserting read, chunk " << c;
+  }
+  EXPECT_EQ(state("f7", 0), HitState::kProbationary) << "read once";
+}
+
 // Epochs over a dataset twice the cache, with prefetch on, as a loader
 // reads it: from epoch 2 on, the origin serves at most 1 - 0.9 x capacity /
 // dataset of the bytes (a ratio of bytes, not of time).
 class EpochOrderTest : public ObjectCacheTest, public ::testing::WithParamInterface<bool> {};
 
 TEST_P(EpochOrderTest, LaterEpochsAreServedFromTheCache) {
-  options_.capacity_bytes = 16 << 20;
+  options_.capacity_bytes = 32 << 20;
   options_.prefetch_bytes = 8 * kCs;
   // The policy alone: files fetched ahead of a directory scan that gets
   // evicted before its reader arrives would be read twice in epoch 1.
   options_.dir_prefetch_files = 0;
-  constexpr int kFiles = 128;
-  constexpr uint64_t kFileSize = 4 * kCs;  // 32 MiB in all
+  constexpr int kFiles = 256;
+  constexpr uint64_t kFileSize = 4 * kCs;  // 64 MiB in all
   for (int i = 0; i < kFiles; ++i) Put("s" + std::to_string(i), Pattern(kFileSize, i));
   auto cache = OpenCache();
   std::vector<int> order(kFiles);
