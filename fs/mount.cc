@@ -4,6 +4,7 @@
 // and the cache is closed only after every handle that refers to it is gone.
 #include "fs/mount.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -153,6 +154,56 @@ std::string FsName(const std::string& origin) {
   return realpath(origin.c_str(), resolved) ? std::string(resolved) : origin;
 }
 
+// The mount, made by a session of its own before the daemon starts its
+// threads. As a user, libfuse mounts through fusermount3: it forks, and the
+// child allocates before exec. Forked from a process whose other threads
+// may hold a lock at that moment (ASan's allocator has no fork handler), the
+// child can wait on it forever, and the mount never comes up. The serving
+// session takes a descriptor of this mount (/dev/fd/N), which libfuse then
+// does not consider its own to unmount; this one unmounts, at the end or
+// when the daemon fails before serving.
+class EarlyMount {
+ public:
+  static Result<std::unique_ptr<EarlyMount>> Make(const MountOptions& options,
+                                                  const std::string& mountpoint) {
+    Args args = FuseArgs(options, FsName(options.origin));
+    fuse_args fargs = args.Get();
+    static const fuse_lowlevel_ops kNoOps{};  // it never serves a request
+    fuse_session* se = fuse_session_new(&fargs, &kNoOps, sizeof(kNoOps), nullptr);
+    fuse_opt_free_args(&fargs);
+    if (se == nullptr) return Status::Invalid("invalid FUSE options" + LastFuseError());
+    std::unique_ptr<EarlyMount> m(new EarlyMount(se));
+    if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
+      return Status::Error(EIO, "could not mount at '" + mountpoint + "'" + LastFuseError());
+    }
+    m->mounted_ = true;
+    return m;
+  }
+  EarlyMount(const EarlyMount&) = delete;
+  EarlyMount& operator=(const EarlyMount&) = delete;
+  ~EarlyMount() {
+    Unmount();
+    fuse_session_destroy(se_);
+  }
+
+  // "/dev/fd/N" for fuse_session_mount: a new descriptor of the mount,
+  // which the serving session owns.
+  Result<std::string> TakeDevice() {
+    const int fd = fcntl(fuse_session_fd(se_), F_DUPFD_CLOEXEC, 3);
+    if (fd < 0) return Status::FromErrno(errno, "duplicating the mount's /dev/fuse descriptor");
+    return "/dev/fd/" + std::to_string(fd);
+  }
+  void Unmount() {
+    if (mounted_) fuse_session_unmount(se_);
+    mounted_ = false;
+  }
+
+ private:
+  explicit EarlyMount(fuse_session* se) : se_(se) {}
+  fuse_session* const se_;
+  bool mounted_ = false;
+};
+
 // The first daemon under a supervisor: reads the kernel's INIT request
 // itself, hands it to the supervisor with the descriptor, then lets libfuse
 // process it. Without a supervisor to take it, the mount just goes on.
@@ -204,7 +255,7 @@ Status TakeOverSession(fuse_session* se, const DaemonRestart& restart) {
 
 // Everything after fuse_session_new succeeded. Returns the loop's status.
 Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_session* se,
-             FsContext& fs, ObjectCache& cache, ReadyLine& ready,
+             EarlyMount* early, FsContext& fs, ObjectCache& cache, ReadyLine& ready,
              const std::function<nlohmann::json()>& stats, SupervisorLink* link) {
   InvalNotifier notifier(
       [se](uint64_t ino) { return fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); });
@@ -214,8 +265,10 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
   if (restart != nullptr) {
     STOKER_RETURN_IF_ERROR(TakeOverSession(se, *restart));
   } else {
-    if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
-      return Status::Error(EIO, "could not mount at '" + mountpoint + "'" + LastFuseError());
+    STOKER_ASSIGN_OR_RETURN(std::string dev, early->TakeDevice());
+    if (fuse_session_mount(se, dev.c_str()) != 0) {
+      return Status::Error(EIO,
+                           "could not serve the mount at '" + mountpoint + "'" + LastFuseError());
     }
     if (link != nullptr) StartSupervised(se, *link, mountpoint);
   }
@@ -292,7 +345,7 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
     if (dev != 0) AbortFuseConnection(dev);
   });
   fs.notifier = nullptr;
-  fuse_session_unmount(se);  // also unblocks a readiness stat() still waiting
+  if (early != nullptr) early->Unmount();  // also unblocks a readiness stat() still waiting
   if (restart != nullptr) {
     // A session taken over does not know it is mounted (libfuse unmounts
     // only what it mounted). Unmount unless the kernel already ended the
@@ -324,8 +377,11 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
                           MakeOrigin(options.origin, options.origin_options));
   // A restarted daemon must not look at its own mount (see Serve); the
   // first one checked this.
+  fuse_set_log_func(LogFromFuse);
+  std::unique_ptr<EarlyMount> early;
   if (restart == nullptr) {
     STOKER_RETURN_IF_ERROR(CheckNesting(options.origin, mountpoint, options.cache.dir));
+    STOKER_ASSIGN_OR_RETURN(early, EarlyMount::Make(options, mountpoint));
   }
   // With views, fs/ and the cache both see the ViewNamespace over the origin.
   STOKER_ASSIGN_OR_RETURN(ViewMount views, MakeViewMount(raw_origin, options.views,
@@ -375,7 +431,6 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
     fs->handle_tag = static_cast<uint64_t>(link->generation() & 0xFFFF) << 48;
   }
 
-  fuse_set_log_func(LogFromFuse);
   Args args = FuseArgs(options, FsName(options.origin));
   fuse_args fargs = args.Get();
   const fuse_lowlevel_ops& ops = StokerLowlevelOps();
@@ -390,7 +445,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
     return Status::Error(EIO, "could not install signal handlers");
   }
 
-  Status st = Serve(options, mountpoint, se, *fs, *cache, ready, stats, link);
+  Status st = Serve(options, mountpoint, se, early.get(), *fs, *cache, ready, stats, link);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   // Handles the kernel never released refer to the cache: free them first.

@@ -310,8 +310,11 @@ def daemon_in_namespace(world, flags, origin, mnt, cache, setup="", run_as="",
     script = (f"{setup}exec {mount}" if pid1 else
               f"{setup}{mount}; echo \"daemon exited $?\" >&2; exec sleep 86400")
     ns = world.namespace(flags, script)
-    lib.wait_until(lambda: ns.run(["test", "-e", f"{mnt}/.stoker/stats.json"]).returncode == 0
-                   or ns._died(), lib.MOUNT_TIMEOUT, what="mount live inside the namespace")
+    try:
+        lib.wait_until(lambda: ns.run(["test", "-e", f"{mnt}/.stoker/stats.json"]).returncode == 0
+                       or ns._died(), lib.MOUNT_TIMEOUT, what="mount live inside the namespace")
+    except lib.Hung as e:
+        raise lib.Hung(f"{e}; the namespace's stderr:\n{ns.stderr()}") from None
     return ns
 
 
