@@ -238,6 +238,23 @@ Result<HttpResponse> HttpClient::Attempt(void* handle, const HttpRequest& req, b
   return resp;
 }
 
+void HttpClient::ProbeWith(std::function<std::optional<HttpRequest>()> make) {
+  std::weak_ptr<HttpClient> weak = weak_from_this();
+  backoff_.SetProbe([weak, make = std::move(make)] {
+    // Detached: a probe is bounded by the request's timeouts, and the
+    // thread holds what it uses.
+    std::thread([weak, make] {
+      std::shared_ptr<HttpClient> client = weak.lock();
+      if (client == nullptr) return;
+      if (std::optional<HttpRequest> req = make()) {
+        req->max_retries = 0;
+        (void)client->Perform(*req);
+      }
+      client->backoff_.ProbeDone();
+    }).detach();
+  });
+}
+
 Result<HttpResponse> HttpClient::Perform(const HttpRequest& req) {
   void* h = Acquire();
   const int retries =

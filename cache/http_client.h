@@ -26,7 +26,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -82,7 +84,7 @@ struct HttpResponse {
   std::string Header(const std::string& lower_name) const;
 };
 
-class HttpClient {
+class HttpClient : public std::enable_shared_from_this<HttpClient> {
  public:
   struct Options {
     // Seconds to wait for a TCP (and TLS) connect. Default: 10.
@@ -113,6 +115,12 @@ class HttpClient {
   // transport failure or a retryable status (5xx, 429) after the last
   // attempt is no answer; any other response is one.
   OriginBackoff& backoff() { return backoff_; }
+  // While the server is unreachable, asks it again with make()'s request
+  // in a thread of its own, once per back-off, instead of letting a
+  // caller's request wait out the timeouts (OriginBackoff::SetProbe).
+  // make() gives nothing once what it builds the request from is gone.
+  // REQUIRES: owned by a shared_ptr; called before the client is used.
+  void ProbeWith(std::function<std::optional<HttpRequest>()> make);
 
  private:
   void* Acquire();

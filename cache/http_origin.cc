@@ -95,6 +95,14 @@ Result<std::shared_ptr<HttpOrigin>> HttpOrigin::Create(const std::string& url,
       }
     }
   }
+  // While the server is unreachable, a HEAD of the base URL asks it again
+  // in the background: no reader waits on a probe. Any HTTP answer will do.
+  origin->client_->ProbeWith([base = origin->base_] {
+    HttpRequest req;
+    req.method = HttpRequest::Method::kHead;
+    req.url = base;
+    return std::optional<HttpRequest>(std::move(req));
+  });
   return origin;
 }
 

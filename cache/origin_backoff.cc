@@ -49,15 +49,28 @@ void OriginBackoff::Record(const Status& outcome) {
 bool OriginBackoff::AnswerFromHeld() {
   if (backoff_ns_ <= 0) return false;
   const int64_t now = clock_();
-  std::lock_guard<std::mutex> l(mu_);
-  if (!unreachable_) return false;
-  if (now >= ask_after_ns_) {
-    ask_after_ns_ = now + backoff_ns_;  // this caller probes; the others wait for it
-    return false;
+  bool start = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!unreachable_) return false;
+    if (now >= ask_after_ns_) {
+      ask_after_ns_ = now + backoff_ns_;
+      if (!probe_) return false;  // this caller probes; the others wait for it
+      start = !probing_;
+      probing_ = true;
+    }
+    held_answers_++;
+    episode_answers_++;
   }
-  held_answers_++;
-  episode_answers_++;
+  if (start) probe_();  // unlocked: its request may report before it returns
   return true;
+}
+
+void OriginBackoff::SetProbe(std::function<void()> start) { probe_ = std::move(start); }
+
+void OriginBackoff::ProbeDone() {
+  std::lock_guard<std::mutex> l(mu_);
+  probing_ = false;
 }
 
 bool OriginBackoff::unreachable() const {

@@ -16,11 +16,14 @@
 // - Callers that hold nothing (an uncached read, a name never listed) still
 //   ask, and fail in the configured time; any answer from the origin (data,
 //   ENOENT, 403) ends the episode at once.
-// - Once the back-off has passed, the next AnswerFromHeld() is false (a
-//   probe: that caller asks) and the back-off restarts, so the others keep
-//   being answered from what they hold while the probe waits. A probe that
-//   fails extends the episode; one that is never reported costs at most one
-//   more probe per back-off.
+// - Once the back-off has passed, the origin is asked again (a probe) and
+//   the back-off restarts, so callers keep being answered from what they
+//   hold while the probe waits. With a background probe (SetProbe), no
+//   caller waits on it: AnswerFromHeld() starts the probe and is true all
+//   the same, and at most one is in flight. Without one, that
+//   AnswerFromHeld() is false: the caller asks, and waits. A probe that
+//   fails extends the episode; a caller's probe that is never reported
+//   costs at most one more probe per back-off.
 // - Logged once per episode: its start (warning, naming the failed request)
 //   and its end (how long, how many answers were given from held data).
 // - backoff 0: AnswerFromHeld() is always false (every caller asks).
@@ -51,6 +54,12 @@ class OriginBackoff {
   // True: give the held answer now, without asking (counted).
   bool AnswerFromHeld();
 
+  // A probe of the origin's own, run in the background: start() must not
+  // block; the request it starts reports its outcome with Record() like any
+  // other, then calls ProbeDone(). Set before the first AnswerFromHeld().
+  void SetProbe(std::function<void()> start);
+  void ProbeDone();
+
   bool unreachable() const;
   // Episodes so far, and answers given from held data in all of them.
   uint64_t episodes() const;
@@ -66,6 +75,8 @@ class OriginBackoff {
   uint64_t episodes_ = 0;         // GUARDED_BY(mu_)
   uint64_t held_answers_ = 0;     // GUARDED_BY(mu_)
   uint64_t episode_answers_ = 0;  // GUARDED_BY(mu_)
+  std::function<void()> probe_;   // set before use
+  bool probing_ = false;          // GUARDED_BY(mu_)
 };
 
 }  // namespace stoker

@@ -69,6 +69,45 @@ TEST_F(OriginBackoffTest, UnreportedProbeCostsOneMorePerBackoff) {
   EXPECT_TRUE(backoff_.AnswerFromHeld());
 }
 
+TEST_F(OriginBackoffTest, WithABackgroundProbeNoCallerWaits) {
+  int started = 0;
+  backoff_.SetProbe([&] { started++; });
+  backoff_.Record(Status::Error(ETIMEDOUT, "down"));
+  EXPECT_TRUE(backoff_.AnswerFromHeld());
+  EXPECT_EQ(started, 0) << "within the back-off";
+  now_ += 5 * kSec;
+  EXPECT_TRUE(backoff_.AnswerFromHeld())
+      << "the back-off passed: the probe starts, the caller is answered";
+  EXPECT_EQ(started, 1);
+  EXPECT_TRUE(backoff_.AnswerFromHeld());
+  now_ += 5 * kSec;
+  EXPECT_TRUE(backoff_.AnswerFromHeld());
+  EXPECT_EQ(started, 1) << "one probe in flight at most";
+  backoff_.Record(Status::Error(ETIMEDOUT, "the probe failed"));
+  backoff_.ProbeDone();
+  now_ += 5 * kSec;
+  EXPECT_TRUE(backoff_.AnswerFromHeld());
+  EXPECT_EQ(started, 2);
+  backoff_.Record(Status::OK());  // the second probe got an answer
+  backoff_.ProbeDone();
+  EXPECT_FALSE(backoff_.unreachable());
+  EXPECT_FALSE(backoff_.AnswerFromHeld());
+  EXPECT_EQ(backoff_.episodes(), 1u);
+}
+
+TEST_F(OriginBackoffTest, AProbeMayReportBeforeItsStartReturns) {
+  // The start function runs without the lock held: a probe that finishes
+  // at once (a refused connection) reports from inside it.
+  backoff_.SetProbe([&] {
+    backoff_.Record(Status::OK());
+    backoff_.ProbeDone();
+  });
+  backoff_.Record(Status::Error(ECONNREFUSED, "down"));
+  now_ += 5 * kSec;
+  EXPECT_TRUE(backoff_.AnswerFromHeld());
+  EXPECT_FALSE(backoff_.unreachable());
+}
+
 TEST_F(OriginBackoffTest, FirstAnswerEndsTheEpisode) {
   backoff_.Record(Status::Error(EHOSTUNREACH, "down"));
   EXPECT_TRUE(backoff_.AnswerFromHeld());

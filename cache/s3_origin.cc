@@ -88,9 +88,7 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
   std::shared_ptr<S3Origin> origin(new S3Origin(cfg, options));
   // One key of the prefix: the endpoint answers, the bucket exists, the
   // keys are good, the prefix holds something.
-  HttpRequest probe = origin->Request(
-      HttpRequest::Method::kGet, "",
-      "delimiter=%2F&list-type=2&max-keys=1&prefix=" + PercentEncode(cfg.prefix, false));
+  HttpRequest probe = origin->ListOneKey();
   probe.max_retries = std::min(options.retries, kProbeRetries);
   Result<HttpResponse> r = origin->client_->Perform(probe);
   if (!r.ok()) {
@@ -124,6 +122,14 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
   if (!cfg.prefix.empty() && page->objects.empty() && page->prefixes.empty()) {
     return Status::NotFound(what + ": no objects under the prefix '" + cfg.prefix + "'");
   }
+  // While the endpoint is unreachable, the same listing asks it again in
+  // the background: no reader waits on a probe.
+  std::weak_ptr<S3Origin> weak = origin;
+  origin->client_->ProbeWith([weak]() -> std::optional<HttpRequest> {
+    std::shared_ptr<S3Origin> o = weak.lock();
+    if (o == nullptr) return std::nullopt;
+    return o->ListOneKey();  // signed now, not at mount
+  });
   return origin;
 }
 
@@ -134,6 +140,12 @@ S3Origin::S3Origin(Config config, const OriginOptions& options)
       client_(std::make_shared<HttpClient>(ClientOptions(options))),
       listings_(options.listing_ttl_seconds, kMaxListings),
       created_(static_cast<int64_t>(std::time(nullptr))) {}
+
+HttpRequest S3Origin::ListOneKey() const {
+  return Request(
+      HttpRequest::Method::kGet, "",
+      "delimiter=%2F&list-type=2&max-keys=1&prefix=" + PercentEncode(cfg_.prefix, false));
+}
 
 HttpRequest S3Origin::Request(HttpRequest::Method method, const std::string& key,
                               const std::string& query) const {

@@ -67,6 +67,8 @@ class S3Origin final : public Origin {
   // A request to the bucket (key "" with a query) or one of its objects.
   HttpRequest Request(HttpRequest::Method method, const std::string& key,
                       const std::string& query) const;
+  // The first key under the prefix: whether the endpoint answers.
+  HttpRequest ListOneKey() const;
   Result<S3ListPage> ListPage(const std::string& prefix, const std::string& token, int max_keys);
   // The whole listing of dir (cached).
   Result<ListingCache::Listing> List(const std::string& dir);

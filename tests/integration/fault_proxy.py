@@ -2,23 +2,27 @@
 GET and HEAD to a real server (nginx, moto) and, for requests whose path
 matches a rule, answers with the rule's status instead (the first `times`
 matching requests, or all), or stalls: sends the headers, then nothing
-until the proxy stops. It counts the requests it saw per path, so that
+until the proxy stops, or hangs: sends nothing at all until then (as a
+stopped server whose kernel still accepts). It counts the requests it saw per path, so that
 a test can tell a retried request from one that was not.
 """
 
 import contextlib
 import http.client
 import http.server
+import os
 import re
 import threading
 import urllib.parse
 
 
 class Rule:
-    def __init__(self, pattern, status=None, times=None, body=b"", method=None, stall=False):
+    def __init__(self, pattern, status=None, times=None, body=b"", method=None, stall=False,
+                 hang=False):
         self.pattern = re.compile(pattern)
         self.status = status
         self.stall = stall
+        self.hang = hang
         self.times = times  # None: always
         self.body = body
         self.method = method
@@ -43,6 +47,10 @@ class FaultProxy:
             def handle_any(self):
                 path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
                 rule = proxy._match(self.command, path)
+                if rule is not None and rule.hang:
+                    proxy.stopping.wait(300)
+                    self.close_connection = True
+                    return
                 if rule is not None and rule.stall:
                     self.send_response(206 if self.headers.get("Range") else 200)
                     self.send_header("Content-Length", str(1 << 20))
@@ -132,3 +140,33 @@ def running(port):
         yield p
     finally:
         p.stop()
+
+
+def check_no_reader_waits_on_a_probe(proxy, m, path, want, seconds=4):
+    """The mount m reads its origin through proxy, with --origin-backoff 1,
+    --origin-stall-timeout 30 and --origin-retries 1 (PROBE_ARGS), and has
+    path cached. From now on requests fail (503) until the origin's back-off
+    episode has started, then hang (no answer at all), so a probe takes the
+    stall timeout, 30 s, per attempt. For `seconds` (several back-offs) path
+    is read and stat'ed again and again: a reader that sent a probe itself
+    would miss the 20 s deadline of every read here; the probes must reach
+    the proxy all the same."""
+    import time
+
+    import stoker_testlib as lib
+    assert lib.with_deadline(lib.read_file, path) == want
+    proxy.add(Rule(".", status=503, times=2))  # the episode starts at once
+    hang = proxy.add(Rule(".", hang=True))
+    assert lib.with_deadline(lib.read_file, path, timeout=20) == want
+    assert m.stats()["origin_unreachable"] is True
+    end = time.monotonic() + seconds
+    reads = 0
+    while time.monotonic() < end:
+        assert lib.with_deadline(lib.read_file, path, timeout=20) == want
+        assert lib.with_deadline(os.stat, path, timeout=20).st_size == len(want)
+        reads += 1
+        time.sleep(0.05)
+    assert hang.hits >= 1, "no probe reached the server"
+    s = m.stats()
+    assert s["origin_unreachable"] is True, s
+    assert s["revalidations_skipped"] >= reads, s

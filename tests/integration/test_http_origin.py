@@ -424,6 +424,8 @@ def stoppable(tmp_path):
 
 STOPPED_ARGS = ARGS + ["--origin-stall-timeout", "1", "--origin-retries", "1", "--prefetch", "0",
                        "--prefetch-files", "0"]
+PROBE_ARGS = ["--origin-stall-timeout", "30", "--origin-retries", "1", "--origin-backoff", "1",
+              "--prefetch", "0", "--prefetch-files", "0"]
 V2 = lib.seeded("http_origin.stopped.v2").randbytes(3 * CHUNK + 7)
 
 
@@ -493,6 +495,17 @@ def test_backoff_probe_finds_a_stopped_server_back(mounts, stoppable):
     lib.wait_until(lambda: with_deadline(lib.read_file, changing) == V2, timeout=120,
                    interval=0.5, what="the changed file read new")
     assert m.stats()["origin_unreachable"] is False
+
+
+def test_no_reader_waits_on_a_probe_of_a_stalled_server(mounts, stoppable):
+    """While the server is unreachable, each back-off ends with a probe,
+    which stoker sends from a thread of its own (see
+    fault_proxy.check_no_reader_waits_on_a_probe)."""
+    from fault_proxy import check_no_reader_waits_on_a_probe, running
+    with running(stoppable.port) as proxy:
+        m = mounts.make(f"{proxy.url}/json/", args=ARGS + PROBE_ARGS)
+        check_no_reader_waits_on_a_probe(proxy, m, os.path.join(m.mnt, "d", "cached"),
+                                         (stoppable.root / "d" / "cached").read_bytes())
 
 
 def test_server_that_never_answers_is_refused_at_mount(stoker_bin, tmp_path):

@@ -356,6 +356,18 @@ def test_slow_down_and_5xx_are_retried(mounts, proxy, objs):
     assert proxy.count(f"/{BUCKET}/{PREFIX}/sizes/chunk+1") >= 3
 
 
+def test_no_reader_waits_on_a_probe_of_a_stalled_endpoint(mounts, proxy, objs):
+    """While the endpoint is unreachable, each back-off ends with a probe (a
+    one-key listing, signed when sent), from a thread of stoker's own (see
+    fault_proxy.check_no_reader_waits_on_a_probe)."""
+    from fault_proxy import check_no_reader_waits_on_a_probe
+    m = mounts.make(f"s3://{BUCKET}/{PREFIX}", args=ARGS + [
+        "--s3-endpoint", proxy.url, "--origin-stall-timeout", "30", "--origin-retries", "1",
+        "--origin-backoff", "1", "--prefetch", "0", "--prefetch-files", "0"])
+    check_no_reader_waits_on_a_probe(proxy, m, os.path.join(m.mnt, "sizes", "4097"),
+                                     objs["sizes/4097"])
+
+
 def test_403_is_eacces_and_not_retried(mounts, proxy):
     from fault_proxy import Rule
     m = mounts.make(f"s3://{BUCKET}/{PREFIX}", args=ARGS + ["--s3-endpoint", proxy.url])
