@@ -29,6 +29,11 @@ constexpr size_t kMaxKnown = size_t{1} << 17;
 // cache chunk boundary cuts through is produced once, not twice).
 constexpr size_t kKeptRecords = 4;
 constexpr uint64_t kKeptBytes = 64ull << 20;
+// Records cut by the end of a read that the view hands to the next open of
+// their file (ViewOrigin::HandOff): more than the files a directory
+// prefetch reads ahead (16).
+constexpr size_t kHandedOffRecords = 32;
+constexpr uint64_t kHandedOffBytes = 64ull << 20;
 // A JPEG file is decoded whole, from memory: larger ones do not decode.
 constexpr uint64_t kMaxJpegFileBytes = 1ull << 30;
 constexpr std::string_view kNpySuffix = ".npy";
@@ -315,8 +320,11 @@ class ViewFile final : public OriginFile {
         const ViewRecord& r = l.records[i];
         if (r.kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
         auto it = kept_.find(i);
+        ViewOrigin::RecordBytes handed;
         if (it != kept_.end()) {
           produced[i - first] = it->second;
+        } else if (r.out_offset < off && (handed = p_.owner->HandedOff(p_.layout, i))) {
+          produced[i - first] = std::move(handed);  // cut by another open's read
         } else if (auto in = inflight_.find(i); in != inflight_.end()) {
           others.emplace_back(i, in->second);
         } else if (r.out_offset >= off && r.out_end() <= end) {
@@ -375,6 +383,16 @@ class ViewFile final : public OriginFile {
         produced[need[k] - first] = outs[k];
         producing.Set(need[k], outs[k]);
       }
+      // Records cut by the end of this read are kept before they leave
+      // inflight_: a read of the next chunk that starts in between finds
+      // them in one or the other, and does not decode them again.
+      std::lock_guard<std::mutex> g(mu_);
+      for (size_t i : need) {
+        const ViewRecord& r = l.records[i];
+        if (produced[i - first] != nullptr && r.out_end() > end && r.out_size <= kKeptBytes) {
+          kept_[i] = produced[i - first];
+        }
+      }
     }
     producing.Finish(Status::OK());
     // Only now, having produced ours: two reads waiting on each other's
@@ -399,9 +417,11 @@ class ViewFile final : public OriginFile {
         continue;
       }
       std::memcpy(buf + (a - off), produced[i - first]->data() + (a - r.out_offset), b - a);
-      // Cut by the end of this read: the next read (the next chunk) wants it.
+      // Cut by the end of this read: the next read (the next chunk) wants
+      // it, in this open or, after a directory prefetch, in another.
       if (r.out_end() > end && r.out_size <= kKeptBytes) {
         kept_[i] = produced[i - first];
+        p_.owner->HandOff(p_.layout, i, produced[i - first]);
       } else {
         kept_.erase(i);
       }
@@ -470,6 +490,29 @@ ViewOrigin::ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin
 ViewOrigin::~ViewOrigin() = default;
 
 void ViewOrigin::Attach(ObjectCache* cache) { cache_ = cache; }
+
+void ViewOrigin::HandOff(const std::shared_ptr<const ViewLayout>& layout, size_t record,
+                         RecordBytes bytes) {
+  std::lock_guard<std::mutex> l(handoff_mu_);
+  for (const HandedOffRecord& h : handed_off_) {
+    if (h.layout == layout && h.record == record) return;
+  }
+  handed_off_bytes_ += bytes->size();
+  handed_off_.push_back({layout, record, std::move(bytes)});
+  while (handed_off_.size() > kHandedOffRecords || handed_off_bytes_ > kHandedOffBytes) {
+    handed_off_bytes_ -= handed_off_.front().bytes->size();
+    handed_off_.pop_front();
+  }
+}
+
+ViewOrigin::RecordBytes ViewOrigin::HandedOff(const std::shared_ptr<const ViewLayout>& layout,
+                                              size_t record) {
+  std::lock_guard<std::mutex> l(handoff_mu_);
+  for (const HandedOffRecord& h : handed_off_) {
+    if (h.layout == layout && h.record == record) return h.bytes;
+  }
+  return nullptr;
+}
 
 std::string ViewOrigin::Describe() const {
   return "view " + spec_.name + " of " + raw_->Describe();

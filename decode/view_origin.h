@@ -49,6 +49,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -107,6 +108,15 @@ class ViewOrigin final : public Origin {
   Status MarkFailed(const std::string& raw_path, const ObjectCache::Opened& raw, RawViewKind kind,
                     const ViewLayout& made_from, size_t record, const Status& why);
 
+  // A produced record cut by the end of a read, for the next open of its
+  // file: a directory prefetch reads a file's first chunks in one open and
+  // its reader the rest in another, and the record across that boundary is
+  // then decoded once. The most recent few are kept (a bounded FIFO); an
+  // entry holds its layout, so that the pointer names one file version.
+  using RecordBytes = std::shared_ptr<const OutputBuffers::Buffer>;
+  void HandOff(const std::shared_ptr<const ViewLayout>& layout, size_t record, RecordBytes bytes);
+  RecordBytes HandedOff(const std::shared_ptr<const ViewLayout>& layout, size_t record);
+
  private:
   struct Resolved;
   struct Known {
@@ -144,6 +154,15 @@ class ViewOrigin final : public Origin {
   std::unordered_map<std::string, Known> known_;  // GUARDED_BY(known_mu_)
   // Held while laying out a file: concurrent stats of it scan once.
   std::array<std::mutex, 64> layout_stripes_;
+
+  struct HandedOffRecord {
+    std::shared_ptr<const ViewLayout> layout;
+    size_t record = 0;
+    RecordBytes bytes;
+  };
+  std::mutex handoff_mu_;
+  std::deque<HandedOffRecord> handed_off_;  // GUARDED_BY(handoff_mu_): oldest first
+  uint64_t handed_off_bytes_ = 0;           // GUARDED_BY(handoff_mu_)
 };
 
 }  // namespace stoker

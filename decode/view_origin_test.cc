@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -101,6 +102,7 @@ class ViewOriginTest : public ::testing::Test {
     o.capacity_bytes = 64ull << 20;
     o.chunk_size = 16 << 10;
     o.revalidate_seconds = 0;
+    if (prefetch_bytes_) o.prefetch_bytes = *prefetch_bytes_;
     auto c = ObjectCache::Open(o, views_.origin);
     ASSERT_TRUE(c.ok()) << c.status().message();
     cache_ = std::move(c).value();
@@ -128,6 +130,7 @@ class ViewOriginTest : public ::testing::Test {
   const ViewCounters& counters() { return views_.stats->counters; }
 
   ScratchDir dir_{"views"};
+  std::optional<uint64_t> prefetch_bytes_;
   std::string shard_;
   std::string jpeg_;
   ViewMount views_;
@@ -247,6 +250,31 @@ TEST_F(ViewOriginTest, LayoutsAndDecodedBytesSurviveReopen) {
   EXPECT_EQ(counters().layouts_computed.load(), 0u);
   EXPECT_EQ(counters().layouts_loaded.load(), 1u);
   EXPECT_EQ(counters().records_decoded.load(), 0u);  // served from the SSD tier
+}
+
+// A record cut by the end of what one open read (a directory prefetch
+// reads only a file's first chunks) is handed to the next open of the file,
+// not decoded again: each record of an epoch is decoded once.
+TEST_F(ViewOriginTest, ARecordCutByAnEarlierOpenIsNotDecodedAgain) {
+  prefetch_bytes_ = 0;
+  Mount({"decoded"});
+  const std::string path = ".decoded/train/shard-0";
+  const std::string want = Expected(shard_, false, ParseViewSpec("decoded")->options);
+  ASSERT_GT(want.size(), 2u * 16 << 10);
+  std::string got;
+  {
+    auto o = cache_->Open(path, false);
+    ASSERT_TRUE(o.ok()) << o.status().message();
+    ReadReply r;
+    ASSERT_TRUE(cache_->Read(*o->file, 0, 16 << 10, &r).ok());  // one chunk: record 0 is cut
+    got = Materialize(r);
+  }
+  EXPECT_EQ(counters().records_decoded.load(), 1u);
+  auto rest = ReadAll(path);
+  ASSERT_TRUE(rest.ok()) << rest.status().message();
+  EXPECT_EQ(*rest, want);
+  EXPECT_EQ(got, want.substr(0, got.size()));
+  EXPECT_EQ(counters().records_decoded.load(), 3u) << "each record decoded once";
 }
 
 TEST_F(ViewOriginTest, ChangedRawFileChangesTheView) {
