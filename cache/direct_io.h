@@ -13,7 +13,8 @@
 // Only the aligned head of a transfer goes direct: buffer, offset and length
 // must be multiples of kDirectIoAlign. The tail (< 4 KiB, at the end of a
 // file) goes through the buffered descriptor, which the kernel keeps
-// coherent with direct transfers.
+// coherent with direct transfers; an origin read that ends at the end of the
+// file reads its last block direct as well (the device stops at the end).
 //
 // Thread-safety: DirectTwin is thread-safe.
 #pragma once
@@ -34,8 +35,16 @@ inline constexpr size_t kDirectIoAlign = 4096;
 // descriptor and the split transfer cost more than the copy they save, and
 // a direct write would make the reader wait for the device.
 inline constexpr uint64_t kMinDirectBytes = 256 << 10;
+// Origin reads go direct from this size: a read to the end of the file goes
+// whole (no split), so only the second descriptor's open is left against
+// the copy. Measured here, 10k files read cold through a mount, 4 alternated
+// runs: at 100 KiB direct took 1.54-1.65 s against 1.71-2.01 s buffered
+// (daemon CPU 208-227 against 246-302 ticks); at about 32 KiB the two were
+// level (1.33-1.49 against 1.31-1.42 s).
+inline constexpr uint64_t kMinDirectOriginBytes = 64 << 10;
 
 inline uint64_t RoundDownToDirect(uint64_t n) { return n & ~(uint64_t{kDirectIoAlign} - 1); }
+inline uint64_t RoundUpToDirect(uint64_t n) { return RoundDownToDirect(n + kDirectIoAlign - 1); }
 inline bool IsDirectAligned(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & (kDirectIoAlign - 1)) == 0;
 }

@@ -215,8 +215,13 @@ class LocalOriginFile final : public OriginFile {
 
   Result<size_t> ReadAligned(void* buf, size_t len, uint64_t off) {
     if (off > static_cast<uint64_t>(INT64_MAX)) return Status::Invalid("read offset too large");
-    uint64_t head = off < size_ ? RoundDownToDirect(std::min<uint64_t>(len, size_ - off)) : 0;
-    if (head < kMinDirectBytes || RoundDownToDirect(off) != off || !IsDirectAligned(buf)) {
+    const uint64_t want = off < size_ ? std::min<uint64_t>(len, size_ - off) : 0;
+    uint64_t head = RoundDownToDirect(want);
+    // A read to the end of the file goes direct whole: the caller's buffer
+    // holds len rounded up (origin.h), and the device stops at the end.
+    const bool to_end = want > 0 && off + want == size_;
+    if (to_end) head = RoundUpToDirect(want);
+    if (head < kMinDirectOriginBytes || RoundDownToDirect(off) != off || !IsDirectAligned(buf)) {
       return Read(buf, len, off);
     }
     int dfd = direct_.Get(fd_);
@@ -226,7 +231,10 @@ class LocalOriginFile final : public OriginFile {
       direct_.Disable();  // the file system takes O_DIRECT opens, not reads
       return Read(buf, len, off);
     }
-    if (!got.ok() || *got < head || head == len) return got;
+    // The file may have grown since it was opened: never more than asked,
+    // and what is past the head comes through the buffered descriptor.
+    if (!got.ok() || *got < head) return got;
+    if (*got >= len) return len;
     STOKER_ASSIGN_OR_RETURN(size_t tail,
                             Read(static_cast<char*>(buf) + head, len - head, off + head));
     return head + tail;

@@ -401,8 +401,9 @@ TEST_P(LocalOriginTest, OpenFileHoldsOneDescriptorAndSeesChanges) {
 }
 
 // ReadAtAligned reads the aligned head of a large read direct and the rest
-// buffered: every split must give the bytes a plain read gives, also when
-// the file grew or shrank after it was opened.
+// buffered, or a read to the end of the file direct whole: every split must
+// give the bytes a plain read gives, also when the file grew or shrank after
+// it was opened.
 TEST_P(LocalOriginTest, AlignedReadsMatchPlainReads) {
   auto bytes = [](size_t n, unsigned seed) {
     std::string s(n, '\0');
@@ -410,8 +411,9 @@ TEST_P(LocalOriginTest, AlignedReadsMatchPlainReads) {
     return s;
   };
   const size_t k = 256 << 10;
-  for (size_t size :
-       {size_t{0}, size_t{1}, size_t{4095}, k - 1, k, k + 1, k + 4097, size_t{(3u << 20) + 123}}) {
+  const size_t m = kMinDirectOriginBytes;
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4095}, m - 4097, m - 1, m, m + 1, size_t{100000},
+                      k - 1, k, k + 1, k + 4097, size_t{(3u << 20) + 123}}) {
     SCOPED_TRACE("size " + std::to_string(size));
     const std::string data = bytes(size, static_cast<unsigned>(size));
     WriteFile(In("a"), data);
@@ -419,7 +421,7 @@ TEST_P(LocalOriginTest, AlignedReadsMatchPlainReads) {
     ASSERT_TRUE(f.ok());
     std::shared_ptr<char[]> buf = AllocAligned(4u << 20);
     for (uint64_t off : {uint64_t{0}, uint64_t{4096}, uint64_t{k}, uint64_t{1u << 20}}) {
-      for (size_t len : {size_t{1}, k, k + 5, size_t{4u << 20}}) {
+      for (size_t len : {size_t{1}, m - 1, m, size_t{100000}, k, k + 5, size_t{4u << 20}}) {
         Result<size_t> n = (*f)->ReadAtAligned(buf.get(), len, off);
         ASSERT_TRUE(n.ok()) << n.status().message();
         size_t want = off >= size ? 0 : std::min<size_t>(len, size - off);
@@ -440,6 +442,10 @@ TEST_P(LocalOriginTest, AlignedReadsMatchPlainReads) {
   Result<size_t> n = (*g)->ReadAtAligned(buf.get(), 2 * k, 0);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(std::string(buf.get(), *n), after);
+  // Grown after open, read to where its end was: not a byte more than asked.
+  n = (*g)->ReadAtAligned(buf.get(), k + 100, 0);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(std::string(buf.get(), *n), after.substr(0, k + 100));
   // Shrunk after open: short, never an error or stale bytes past the end.
   ASSERT_EQ(ftruncate(fd, 1000), 0);
   close(fd);

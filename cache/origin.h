@@ -80,8 +80,10 @@ class OriginFile {
   // Reads up to len bytes at off. Short only at end of file.
   virtual Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) = 0;
   // As ReadAt, from a caller whose buffer suits direct I/O: buf is aligned
-  // to kDirectIoAlign (cache/direct_io.h). A backend may then read around
-  // the page cache (a cold origin read costs no copy). Default: ReadAt.
+  // to kDirectIoAlign (cache/direct_io.h) and holds len rounded up to it
+  // (AllocAligned's buffers do), which a backend may fill past len. It may
+  // then read around the page cache (a cold origin read costs no copy).
+  // Default: ReadAt.
   virtual Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off) {
     return ReadAt(buf, len, off);
   }
