@@ -311,17 +311,17 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
     bool ok = false;
     SlotRef at;
     if (!resident_->TryPin(key, &ok, &at)) continue;  // evicted meanwhile
-    if (!ok && readahead && !readahead->ClaimCheck(i)) {
-      resident_->Unpin(key);  // its reader is checking it
+    if (readahead && !readahead->ClaimCheck(i)) {
+      resident_->Unpin(key);  // its reader is reading it
       continue;
     }
     pins.push_back(key);
+    if (readahead) claimed.push_back(i);
     if (ok) {
       verified.push_back(i);
       slot = at;
       continue;
     }
-    if (readahead) claimed.push_back(i);
     auto rec = index_->GetChunk(key);
     if (rec.ok() && *rec && (*rec)->len == ChunkLength(size, chunk_size_, i) &&
         SlotFits(v, (*rec)->slot)) {
@@ -332,11 +332,24 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
   const ChunkKey first{v.key.object_id, v.key.version, idx.empty() ? 0 : idx[0]};
   auto file = store_->Get(PlaceOf(first, slot, chunk_size_).file, false);
   if (file.ok()) {
-    // Verified chunks only need to be in the page cache: readahead(2) starts
-    // that without waiting. The others are read and checked here, off the
-    // reader's path, and then held for the reader (or, without a readahead,
-    // left in the page cache).
-    for (size_t a = 0; a < verified.size();) {
+    // For a reader, verified chunks are read too, direct, and held for it:
+    // its own reads would go through the page cache, a copy more (and, with
+    // replies too large to splice, one more pass of the daemon's CPU over
+    // the bytes). Without a reader, readahead(2) brings them into the page
+    // cache without waiting.
+    if (readahead != nullptr && !verified.empty()) {
+      std::vector<ChunkToCheck> held;
+      for (uint64_t i : verified) held.push_back({i, 0, slot});
+      std::vector<ChunkRead> reads = ReadChunks(v, **file, held, /*direct=*/true);
+      for (size_t k = 0; k < reads.size(); ++k) {
+        if (!reads[k].status.ok() || reads[k].done != reads[k].len) continue;  // read by its reader
+        readahead->Put(held[k].idx,
+                       ChunkBytes{std::shared_ptr<const char>(reads[k].buf, reads[k].buf.get()),
+                                  reads[k].len, /*from_cache=*/true},
+                       ReadaheadLimit());
+      }
+    }
+    for (size_t a = 0; readahead == nullptr && a < verified.size();) {
       size_t b = a;
       while (b + 1 < verified.size() && verified[b + 1] == verified[b] + 1) ++b;
       const ChunkKey ka{v.key.object_id, v.key.version, verified[a]};

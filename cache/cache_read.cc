@@ -48,59 +48,69 @@ class SegmentBuilder {
 
 }  // namespace
 
-std::vector<char> ObjectCacheImpl::CheckChunks(const ObjectVersion& v, DataFile& file,
-                                               const std::vector<ChunkToCheck>& to_check,
-                                               std::vector<ChunkBytes>* bytes) {
+std::vector<ObjectCacheImpl::ChunkRead> ObjectCacheImpl::ReadChunks(
+    const ObjectVersion& v, DataFile& file, const std::vector<ChunkToCheck>& chunks, bool direct) {
   const uint64_t size = v.identity.size;
   std::vector<ReadOp> ops;
-  std::vector<std::shared_ptr<char[]>> bufs;
-  // Read direct only what the caller keeps: the page cache would otherwise
-  // be the only copy left for the reader. A chunk of whole blocks never
-  // meets the end of the data file mid-block.
-  const int direct = bytes != nullptr ? file.direct_fd() : -1;
-  for (const ChunkToCheck& c : to_check) {
+  std::vector<ChunkRead> out;
+  // A chunk of whole blocks never meets the end of the data file mid-block.
+  const int dfd = direct ? file.direct_fd() : -1;
+  for (const ChunkToCheck& c : chunks) {
     uint64_t expect = ChunkLength(size, chunk_size_, c.idx);
-    bufs.push_back(AllocAligned(expect));  // pooled: no fresh pages to fault in
+    out.push_back({AllocAligned(expect), expect, 0, Status::OK()});  // pooled: no fresh pages
     ReadOp op;
-    op.fd = direct >= 0 && expect >= kMinDirectBytes && RoundDownToDirect(expect) == expect
-                ? direct
+    op.fd = dfd >= 0 && expect >= kMinDirectBytes && RoundDownToDirect(expect) == expect
+                ? dfd
                 : file.fd();
-    op.buf = bufs.back().get();
+    op.buf = out.back().buf.get();
     op.len = expect;
     op.off = static_cast<off_t>(
         PlaceOf(ChunkKey{v.key.object_id, v.key.version, c.idx}, c.slot, chunk_size_).off);
     ops.push_back(std::move(op));
   }
   io_->ReadBatch(ops);
-  for (ReadOp& op : ops) {
-    if (op.fd != direct || op.status.code() != EINVAL) continue;
-    file.DisableDirect();  // the file system takes O_DIRECT opens, not reads
-    auto got = io_->Read(file.fd(), op.buf, op.len, op.off);
-    op.status = got.ok() ? Status::OK() : got.status();
-    op.done = got.ok() ? *got : 0;
-  }
-  if (bytes) bytes->assign(ops.size(), ChunkBytes{});
-  std::vector<char> good(ops.size(), 0);
   for (size_t i = 0; i < ops.size(); ++i) {
+    ReadOp& op = ops[i];
+    if (op.fd == dfd && op.status.code() == EINVAL) {
+      file.DisableDirect();  // the file system takes O_DIRECT opens, not reads
+      auto got = io_->Read(file.fd(), op.buf, op.len, op.off);
+      op.status = got.ok() ? Status::OK() : got.status();
+      op.done = got.ok() ? *got : 0;
+    }
+    out[i].status = op.status;
+    out[i].done = op.done;
+  }
+  return out;
+}
+
+std::vector<char> ObjectCacheImpl::CheckChunks(const ObjectVersion& v, DataFile& file,
+                                               const std::vector<ChunkToCheck>& to_check,
+                                               std::vector<ChunkBytes>* bytes) {
+  // Read direct only what the caller keeps: the page cache would otherwise
+  // be the only copy left for the reader.
+  std::vector<ChunkRead> reads = ReadChunks(v, file, to_check, bytes != nullptr);
+  if (bytes) bytes->assign(reads.size(), ChunkBytes{});
+  std::vector<char> good(reads.size(), 0);
+  for (size_t i = 0; i < reads.size(); ++i) {
     const uint64_t idx = to_check[i].idx;
     ChunkKey key{v.key.object_id, v.key.version, idx};
-    good[i] = ops[i].status.ok() && ops[i].done == ops[i].len &&
-              ChunkChecksum(ops[i].buf, ops[i].len) == to_check[i].sum;
+    good[i] = reads[i].status.ok() && reads[i].done == reads[i].len &&
+              ChunkChecksum(reads[i].buf.get(), reads[i].len) == to_check[i].sum;
     if (good[i]) {
       resident_->MarkVerified(key, to_check[i].slot);
       counters_.chunks_verified++;
       if (bytes) {
-        (*bytes)[i] = ChunkBytes{std::shared_ptr<const char>(bufs[i], bufs[i].get()), ops[i].len,
-                                 /*from_cache=*/true};
+        (*bytes)[i] = ChunkBytes{std::shared_ptr<const char>(reads[i].buf, reads[i].buf.get()),
+                                 reads[i].len, /*from_cache=*/true};
       }
       continue;
     }
-    if (ops[i].status.ok()) {
+    if (reads[i].status.ok()) {
       counters_.checksum_failures++;
       LOG_WARN("cached chunk {} of '{}' fails its checksum; re-fetching", idx, v.path);
     } else {
       LOG_WARN("reading cached chunk {} of '{}': {}; re-fetching", idx, v.path,
-               ops[i].status.message());
+               reads[i].status.message());
     }
     resident_->Unpin(key);
     DropBadChunk(key);
@@ -144,9 +154,11 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
     bool verified = false;
     if (!resident_->TryPin(key, &verified, &slots[c])) {
       missing.push_back(idx);
-    } else if (verified) {
+    } else if (verified && !f.readahead->Claimed(idx)) {
       from_fd[c] = 1;
       keep->pins.push_back(key);
+    } else if (verified) {
+      awaited.push_back(idx);  // its prefetch is reading it into memory
     } else if (f.readahead->ClaimCheck(idx)) {
       unverified.push_back(idx);
     } else {

@@ -239,6 +239,11 @@ bool Readahead::ClaimCheck(uint64_t idx) {
   return checking.insert(idx).second;
 }
 
+bool Readahead::Claimed(uint64_t idx) {
+  std::lock_guard<std::mutex> l(mu);
+  return checking.count(idx) != 0;
+}
+
 void Readahead::EndChecks(const std::vector<uint64_t>& idx) {
   if (idx.empty()) return;
   {

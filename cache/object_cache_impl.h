@@ -150,13 +150,16 @@ struct Readahead {
   std::mutex mu;
   std::map<uint64_t, ChunkBytes> chunks;  // GUARDED_BY(mu)
   uint64_t passed = 0;  // GUARDED_BY(mu): a sequential reader is past chunks below it
-  // Cached chunks being read back and checked for this file (by its
-  // prefetch or a read): one check per chunk, the others wait for it.
+  // Cached chunks being read back (and checked, if not verified yet) for
+  // this file, by its prefetch or a read: one read per chunk, the others
+  // wait for it.
   std::unordered_set<uint64_t> checking;  // GUARDED_BY(mu)
   std::condition_variable checked;
   std::optional<ChunkBytes> Get(uint64_t idx);
   // Claims the check of cached chunk idx; false if another holds the claim.
   bool ClaimCheck(uint64_t idx);
+  // Whether another holds the claim on chunk idx.
+  bool Claimed(uint64_t idx);
   // Ends the claims on idx (after the good chunks were Put) and wakes who
   // waits for them.
   void EndChecks(const std::vector<uint64_t>& idx);
@@ -300,6 +303,16 @@ class ObjectCacheImpl final : public ObjectCache {
   // The cached chunks among idx (ascending), verified or read ahead. With a
   // readahead, the chunks it verifies are held there for the reader.
   void LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx, Readahead* readahead);
+  // Reads chunks of v's data file into fresh buffers, in one batch; with
+  // direct, full-block chunks around the page cache.
+  struct ChunkRead {
+    std::shared_ptr<char[]> buf;
+    uint64_t len = 0;   // the chunk's length
+    uint64_t done = 0;  // bytes read: short only where the data file is
+    Status status;
+  };
+  std::vector<ChunkRead> ReadChunks(const ObjectVersion& v, DataFile& file,
+                                    const std::vector<ChunkToCheck>& chunks, bool direct);
   // Reads back and checks chunks (index, checksum) of v's data file not yet
   // verified by this process (they are pinned). Marks the good ones verified;
   // a bad one is counted, unpinned and dropped. Returns one flag per chunk.

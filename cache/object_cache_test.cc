@@ -1077,6 +1077,48 @@ TEST_F(ObjectCacheTest, AChunkBeingCheckedAheadIsNotCheckedAgainByItsReader) {
   EXPECT_EQ(cache->counters().origin_reads.load(), 0u);
 }
 
+// Chunks this process verified are read ahead into memory as well (direct,
+// around the page cache), and a reader that reaches one being read ahead
+// waits for it rather than read it from the data file a second time.
+TEST_F(ObjectCacheTest, AVerifiedChunkBeingReadAheadIsNotReadAgainByItsReader) {
+  options_.prefetch_bytes = 4 * kCs;
+  const std::string data = Pattern(8 * kCs, 26);
+  Put("a", data);
+  {
+    auto first = OpenCache();
+    EXPECT_EQ(ReadAll(*first, "a"), data);
+    EXPECT_TRUE(Eventually([&] { return first->Stats()["chunks"] == 8u; }));
+  }
+  auto io = std::make_shared<HeldIo>(std::move(MakeIoBackend(IoBackendKind::kSyscall)).value());
+  options_.io = io;
+  auto cache = OpenCache();
+  EXPECT_EQ(ReadAll(*cache, "a"), data);  // every chunk verified by this process
+  ASSERT_TRUE(Eventually([&] { return cache->counters().chunks_verified.load() == 8u; }));
+  const uint64_t collapsed = cache->counters().collapsed_checks.load();
+  auto o = cache->Open("a", false).value();
+  io->HoldReadsFrom(kCs);
+  EXPECT_EQ(ReadRange(*cache, o, 0, kCs), data.substr(0, kCs));
+  ASSERT_TRUE(Eventually([&] { return io->held() >= 1; })) << "verified chunks were not read ahead";
+  std::atomic<bool> done{false};
+  std::string got;
+  std::thread reader([&] {
+    got = ReadRange(*cache, o, kCs, kCs);
+    done = true;
+  });
+  // The reader waits for the read ahead (the bug: it answers from the data
+  // file while the same bytes are being read into memory for it).
+  ASSERT_TRUE(Eventually(
+      [&] { return cache->counters().collapsed_checks.load() > collapsed || done.load(); }));
+  EXPECT_FALSE(done.load()) << "the reader did not wait for the chunk being read ahead";
+  io->Release();
+  reader.join();
+  EXPECT_EQ(got, data.substr(kCs, kCs));
+  EXPECT_EQ(ReadRange(*cache, o, 2 * kCs, 6 * kCs), data.substr(2 * kCs));
+  EXPECT_EQ(cache->counters().chunks_verified.load(), 8u) << "a verified chunk was checked again";
+  EXPECT_EQ(cache->counters().checksum_failures.load(), 0u);
+  EXPECT_EQ(cache->counters().origin_reads.load(), 0u);
+}
+
 TEST_F(ObjectCacheTest, WarmPullsATreeIntoTheCache) {
   Put("d/x", Pattern(3 * kCs, 1));
   Put("d/sub/y", Pattern(kCs + 5, 2));
