@@ -1082,18 +1082,25 @@ TEST_F(ObjectCacheTest, AChunkBeingCheckedAheadIsNotCheckedAgainByItsReader) {
 // waits for it rather than read it from the data file a second time.
 TEST_F(ObjectCacheTest, AVerifiedChunkBeingReadAheadIsNotReadAgainByItsReader) {
   options_.prefetch_bytes = 4 * kCs;
-  const std::string data = Pattern(8 * kCs, 26);
+  const std::string data = Pattern(16 * kCs, 26);
   Put("a", data);
   {
     auto first = OpenCache();
     EXPECT_EQ(ReadAll(*first, "a"), data);
-    EXPECT_TRUE(Eventually([&] { return first->Stats()["chunks"] == 8u; }));
+    EXPECT_TRUE(Eventually([&] { return first->Stats()["chunks"] == 16u; }));
   }
   auto io = std::make_shared<HeldIo>(std::move(MakeIoBackend(IoBackendKind::kSyscall)).value());
   options_.io = io;
   auto cache = OpenCache();
-  EXPECT_EQ(ReadAll(*cache, "a"), data);  // every chunk verified by this process
-  ASSERT_TRUE(Eventually([&] { return cache->counters().chunks_verified.load() == 8u; }));
+  // Every chunk verified by this process, one read each and none of them
+  // sequential (nothing is prefetched, so no read ahead is still running
+  // below): chunk c after a jump to chunk 15 of the same open.
+  for (uint64_t c = 0; c < 16; ++c) {
+    auto v = cache->Open("a", false).value();
+    if (c <= 10) EXPECT_EQ(ReadRange(*cache, v, 15 * kCs, kCs), data.substr(15 * kCs));
+    EXPECT_EQ(ReadRange(*cache, v, c * kCs, kCs), data.substr(c * kCs, kCs));
+  }
+  ASSERT_EQ(cache->counters().chunks_verified.load(), 16u);
   const uint64_t collapsed = cache->counters().collapsed_checks.load();
   auto o = cache->Open("a", false).value();
   io->HoldReadsFrom(kCs);
@@ -1113,8 +1120,8 @@ TEST_F(ObjectCacheTest, AVerifiedChunkBeingReadAheadIsNotReadAgainByItsReader) {
   io->Release();
   reader.join();
   EXPECT_EQ(got, data.substr(kCs, kCs));
-  EXPECT_EQ(ReadRange(*cache, o, 2 * kCs, 6 * kCs), data.substr(2 * kCs));
-  EXPECT_EQ(cache->counters().chunks_verified.load(), 8u) << "a verified chunk was checked again";
+  EXPECT_EQ(ReadRange(*cache, o, 2 * kCs, 14 * kCs), data.substr(2 * kCs));
+  EXPECT_EQ(cache->counters().chunks_verified.load(), 16u) << "a verified chunk was checked again";
   EXPECT_EQ(cache->counters().checksum_failures.load(), 0u);
   EXPECT_EQ(cache->counters().origin_reads.load(), 0u);
 }
