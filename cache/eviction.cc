@@ -36,6 +36,10 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
   auto insert_seq = [](const Cursor& c) {
     return std::numeric_limits<uint64_t>::max() - c.rank().order;
   };
+  // A fresh chunk refused (pinned: its reply or its store is in progress)
+  // is still the next to go, once its pin is gone: the protected chunks
+  // behind it wait for the next round rather than go in its place.
+  bool fresh_refused = false;
   while (victims.size() < max) {
     Cursor* from = nullptr;
     VictimKind kind;
@@ -49,7 +53,7 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
     } else if (probationary_newest.Valid()) {
       from = &probationary_newest;
       kind = VictimKind::kFreshProbationary;
-    } else if (protected_lru.Valid()) {
+    } else if (protected_lru.Valid() && !fresh_refused) {
       from = &protected_lru;
       kind = VictimKind::kProtected;
     } else {
@@ -66,7 +70,11 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
       }
       continue;
     }
-    if (accept(v.key)) victims.push_back(v);
+    if (accept(v.key)) {
+      victims.push_back(v);
+    } else if (kind == VictimKind::kFreshProbationary) {
+      fresh_refused = true;
+    }
   }
   return victims;
 }

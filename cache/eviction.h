@@ -109,7 +109,10 @@ class EvictionPolicy {
   // Up to max victims in policy order, from three walks: the probationary
   // queue newest first and oldest first, and the protected queue. accept(key)
   // is asked for each candidate and may refuse it (a pinned chunk); a refused
-  // chunk is skipped, not retried, and a chunk is never offered twice.
+  // chunk is skipped, not retried, and a chunk is never offered twice. Once a
+  // fresh probationary chunk was refused, no protected chunk that is not
+  // stale is offered: it would leave in place of a chunk that goes first as
+  // soon as it is unpinned (the next round takes that one).
   std::vector<Victim> PickVictims(Cursor& probationary_newest, Cursor& probationary_oldest,
                                   Cursor& protected_lru, uint64_t now, uint64_t resident_chunks,
                                   size_t max,

@@ -233,6 +233,35 @@ TEST(EvictionSimulationTest, PinnedChunksAreSkipped) {
   EXPECT_LE(sim.resident(), 97u);
 }
 
+// A pinned fresh chunk is not replaced by a protected one: the resident
+// subset does not shrink by a chunk each time a new chunk's reply or store
+// holds it when the evictor runs.
+TEST(EvictionPolicyTest, APinnedFreshChunkDoesNotSendAProtectedOneInItsPlace) {
+  Order order;
+  EvictionPolicy p;
+  for (uint64_t i = 1; i <= 3; ++i) {  // protected, hit at 10..12
+    order.insert({EvictionPolicy::RankOf(p.OnHit(p.OnInsert(i), 9 + i)), ChunkKey{i, 1, 0}});
+  }
+  order.insert({EvictionPolicy::RankOf(p.OnInsert(20)), ChunkKey{4, 1, 0}});  // fresh
+  auto pick = [&](const std::set<uint64_t>& pinned) {
+    SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
+    auto victims = p.PickVictims(newest, oldest, prot, 21, 4, 4,
+                                 [&](const ChunkKey& k) { return pinned.count(k.object_id) == 0; });
+    std::vector<uint64_t> ids;
+    for (const auto& v : victims) ids.push_back(v.key.object_id);
+    return ids;
+  };
+  EXPECT_EQ(pick({}), (std::vector<uint64_t>{4, 1, 2, 3}));
+  EXPECT_EQ(pick({4}), std::vector<uint64_t>{});
+  EXPECT_EQ(pick({1}), (std::vector<uint64_t>{4, 2, 3}));  // a pinned protected one is skipped
+  // Stale chunks still go: they are before the fresh one anyway.
+  SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
+  auto victims = p.PickVictims(newest, oldest, prot, 100000, 4, 4,
+                               [](const ChunkKey& k) { return k.object_id != 4; });
+  ASSERT_EQ(victims.size(), 3u);
+  EXPECT_EQ(victims[0].kind, EvictionPolicy::VictimKind::kStaleProtected);
+}
+
 TEST(EvictionPolicyTest, ProbationaryNewestFirstThenProtectedLru) {
   EvictionPolicy p;
   ChunkPolicyState a = p.OnInsert(1), b = p.OnInsert(2);
