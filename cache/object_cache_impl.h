@@ -301,7 +301,8 @@ class ObjectCacheImpl final : public ObjectCache {
                    uint64_t end, FetchTally* tally, Readahead* readahead = nullptr,
                    Fill fill = Fill{});
   // The cached chunks among idx (ascending), verified or read ahead. With a
-  // readahead, the chunks it verifies are held there for the reader.
+  // readahead, they are read (and verified, if this process has not) and
+  // held there for the reader, claimed while they are read.
   void LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx, Readahead* readahead);
   // Reads chunks of v's data file into fresh buffers, in one batch; with
   // direct, full-block chunks around the page cache.
