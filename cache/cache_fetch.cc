@@ -342,11 +342,8 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
       for (uint64_t i : verified) held.push_back({i, 0, slot});
       std::vector<ChunkRead> reads = ReadChunks(v, **file, held, /*direct=*/true);
       for (size_t k = 0; k < reads.size(); ++k) {
-        if (!reads[k].status.ok() || reads[k].done != reads[k].len) continue;  // read by its reader
-        readahead->Put(held[k].idx,
-                       ChunkBytes{std::shared_ptr<const char>(reads[k].buf, reads[k].buf.get()),
-                                  reads[k].len, /*from_cache=*/true},
-                       ReadaheadLimit());
+        // One that is not read whole is left to its reader.
+        if (reads[k].whole()) readahead->Put(held[k].idx, reads[k].bytes(), ReadaheadLimit());
       }
     }
     for (size_t a = 0; readahead == nullptr && a < verified.size();) {

@@ -94,15 +94,12 @@ std::vector<char> ObjectCacheImpl::CheckChunks(const ObjectVersion& v, DataFile&
   for (size_t i = 0; i < reads.size(); ++i) {
     const uint64_t idx = to_check[i].idx;
     ChunkKey key{v.key.object_id, v.key.version, idx};
-    good[i] = reads[i].status.ok() && reads[i].done == reads[i].len &&
-              ChunkChecksum(reads[i].buf.get(), reads[i].len) == to_check[i].sum;
+    good[i] =
+        reads[i].whole() && ChunkChecksum(reads[i].buf.get(), reads[i].len) == to_check[i].sum;
     if (good[i]) {
       resident_->MarkVerified(key, to_check[i].slot);
       counters_.chunks_verified++;
-      if (bytes) {
-        (*bytes)[i] = ChunkBytes{std::shared_ptr<const char>(reads[i].buf, reads[i].buf.get()),
-                                 reads[i].len, /*from_cache=*/true};
-      }
+      if (bytes) (*bytes)[i] = reads[i].bytes();
       continue;
     }
     if (reads[i].status.ok()) {

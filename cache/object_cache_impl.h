@@ -311,6 +311,10 @@ class ObjectCacheImpl final : public ObjectCache {
     uint64_t len = 0;   // the chunk's length
     uint64_t done = 0;  // bytes read: short only where the data file is
     Status status;
+    bool whole() const { return status.ok() && done == len; }
+    ChunkBytes bytes() const {  // as read from the cache
+      return ChunkBytes{std::shared_ptr<const char>(buf, buf.get()), len, /*from_cache=*/true};
+    }
   };
   std::vector<ChunkRead> ReadChunks(const ObjectVersion& v, DataFile& file,
                                     const std::vector<ChunkToCheck>& chunks, bool direct);
