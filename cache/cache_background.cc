@@ -14,6 +14,7 @@ constexpr auto kIndexMeasureInterval = std::chrono::seconds(2);
 constexpr size_t kDropBatch = 1024;
 constexpr size_t kMaxVictimsPerRound = 256;
 constexpr uint64_t kSameAccessTicks = 128;
+constexpr int kMaxRepicks = 64;
 
 std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : dir + "/" + name;
@@ -177,6 +178,7 @@ void ObjectCacheImpl::ProcessDrops() {
 void ObjectCacheImpl::EvictToLow() {
   uint64_t evicted = 0;
   std::set<VersionKey> touched;
+  int repicks = 0;
   for (;;) {
     uint64_t over = quota_.BytesOverLow();
     if (over == 0) break;
@@ -184,31 +186,47 @@ void ObjectCacheImpl::EvictToLow() {
       std::lock_guard<std::mutex> l(bg_mu_);
       if (bg_stop_) break;
     }
+    // Stale chunks go down to the low watermark, others only to the high
+    // one; a victim latched and then left in place costs a reader that
+    // meets the latch a fetch from the origin, so no more are taken.
     size_t want =
         static_cast<size_t>(std::min<uint64_t>(kMaxVictimsPerRound, over / chunk_size_ + 1));
+    const uint64_t over_high = quota_.CommittedOverHigh();
+    size_t want_not_stale = static_cast<size_t>(
+        std::min<uint64_t>(want, over_high == 0 ? 0 : (over_high + chunk_size_ - 1) / chunk_size_));
+    // Read before the cursors: a chunk committed after them bumps it.
+    const uint64_t commits = quota_.commits();
     auto newest = index_->NewEvictCursor(EvictionPolicy::kProbationaryQueue);
     auto oldest = index_->NewEvictCursor(EvictionPolicy::kProbationaryQueue, true);
     auto prot = index_->NewEvictCursor(EvictionPolicy::kProtectedQueue);
-    auto victims =
-        policy_.PickVictims(*newest, *oldest, *prot, index_->clock(), index_->meta().chunks, want,
-                            [&](const ChunkKey& k) { return resident_->TryLatchForEvict(k); });
+    auto victims = policy_.PickVictims(
+        *newest, *oldest, *prot, index_->clock(), index_->meta().chunks, want, want_not_stale,
+        [&](const ChunkKey& k) { return resident_->TryLatchForEvict(k); });
     newest.reset();
     oldest.reset();
     prot.reset();
     if (victims.empty()) break;  // nothing left that is not pinned
     bool done = false;
+    bool repick = false;
     for (const auto& victim : victims) {
+      const bool fresh_or_protected =
+          victim.kind == EvictionPolicy::VictimKind::kFreshProbationary ||
+          victim.kind == EvictionPolicy::VictimKind::kProtected;
       // Fresh probationary chunks only make room for more fresh ones, and
       // a protected chunk that is not stale is part of the resident subset:
       // when either is next, stop at the high watermark (see eviction.h).
       // Only stale chunks go down to the low one. Victims come in policy
       // order, so nothing after them goes either.
       done = done || quota_.BytesOverLow() == 0 ||
-             ((victim.kind == EvictionPolicy::VictimKind::kFreshProbationary ||
-               victim.kind == EvictionPolicy::VictimKind::kProtected) &&
-              !quota_.CommittedAboveHigh());
-      if (done) {
-        resident_->ReleaseLatch(victim.key);
+             (fresh_or_protected && !quota_.CommittedAboveHigh());
+      // A chunk committed since the pick is fresh and newer than any fresh
+      // victim here, so it goes before them and before every protected
+      // one: pick again (a bounded number of times, so a steady stream of
+      // commits cannot stall the round). Stale victims go regardless.
+      repick =
+          repick || (fresh_or_protected && repicks < kMaxRepicks && quota_.commits() != commits);
+      if (done || repick) {
+        resident_->Unlatch(victim.key);
         continue;
       }
       const ChunkKey& key = victim.key;
@@ -228,6 +246,7 @@ void ObjectCacheImpl::EvictToLow() {
       if (!in_slot) touched.insert(key.version_key());  // its file may be empty now
     }
     if (done) break;
+    if (repick) repicks++;
   }
   for (const VersionKey& v : touched) {
     auto u = store_->UnlinkIfIdle(v, [&]() -> Result<bool> {

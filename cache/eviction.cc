@@ -28,7 +28,7 @@ bool EvictionPolicy::IsStale(uint64_t last_access, uint64_t now, uint64_t reside
 
 std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
     Cursor& probationary_newest, Cursor& probationary_oldest, Cursor& protected_lru, uint64_t now,
-    uint64_t resident_chunks, size_t max,
+    uint64_t resident_chunks, size_t max, size_t max_not_stale,
     const std::function<bool(const ChunkKey&)>& accept) const {
   std::vector<Victim> victims;
   // The two probationary walks meet in the middle; offer each chunk once.
@@ -37,9 +37,9 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
     return std::numeric_limits<uint64_t>::max() - c.rank().order;
   };
   // A fresh chunk refused (pinned: its reply or its store is in progress)
-  // is still the next to go, once its pin is gone: the protected chunks
-  // behind it wait for the next round rather than go in its place.
-  bool fresh_refused = false;
+  // is still the next to go, once its pin is gone: the chunks behind it
+  // wait for the next round rather than go in its place.
+  size_t not_stale = 0;
   while (victims.size() < max) {
     Cursor* from = nullptr;
     VictimKind kind;
@@ -53,12 +53,15 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
     } else if (probationary_newest.Valid()) {
       from = &probationary_newest;
       kind = VictimKind::kFreshProbationary;
-    } else if (protected_lru.Valid() && !fresh_refused) {
+    } else if (protected_lru.Valid()) {
       from = &protected_lru;
       kind = VictimKind::kProtected;
     } else {
       break;
     }
+    const bool stale =
+        kind == VictimKind::kStaleProtected || kind == VictimKind::kStaleProbationary;
+    if (!stale && not_stale == max_not_stale) break;
     Victim v{from->rank(), from->key(), kind};
     from->Next();
     if (!offered.insert(v.key).second) {
@@ -72,8 +75,9 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
     }
     if (accept(v.key)) {
       victims.push_back(v);
+      if (!stale) not_stale++;
     } else if (kind == VictimKind::kFreshProbationary) {
-      fresh_refused = true;
+      break;
     }
   }
   return victims;
@@ -113,6 +117,7 @@ void Quota::Commit(uint64_t n) {
   STOKER_CHECK(reserved_ >= n, "commit of bytes never reserved");
   reserved_ -= n;
   committed_ += n;
+  commits_++;
 }
 
 void Quota::Release(uint64_t n) {
@@ -133,6 +138,11 @@ uint64_t Quota::committed() const {
   return committed_;
 }
 
+uint64_t Quota::commits() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return commits_;
+}
+
 uint64_t Quota::index_bytes() const {
   std::lock_guard<std::mutex> l(mu_);
   return index_;
@@ -145,9 +155,11 @@ uint64_t Quota::used() const {
 
 bool Quota::AboveHigh() const { return used() > high_; }
 
-bool Quota::CommittedAboveHigh() const {
+bool Quota::CommittedAboveHigh() const { return CommittedOverHigh() > 0; }
+
+uint64_t Quota::CommittedOverHigh() const {
   std::lock_guard<std::mutex> l(mu_);
-  return committed_ + index_ > high_;
+  return committed_ + index_ > high_ ? committed_ + index_ - high_ : 0;
 }
 
 bool Quota::TakeRefused() {

@@ -106,16 +106,18 @@ class EvictionPolicy {
     ChunkKey key;
     VictimKind kind;
   };
-  // Up to max victims in policy order, from three walks: the probationary
-  // queue newest first and oldest first, and the protected queue. accept(key)
-  // is asked for each candidate and may refuse it (a pinned chunk); a refused
-  // chunk is skipped, not retried, and a chunk is never offered twice. Once a
-  // fresh probationary chunk was refused, no protected chunk that is not
-  // stale is offered: it would leave in place of a chunk that goes first as
-  // soon as it is unpinned (the next round takes that one).
+  // Up to max victims in policy order, of which at most max_not_stale are
+  // not stale (fresh probationary or protected), from three walks: the
+  // probationary queue newest first and oldest first, and the protected
+  // queue. accept(key) is asked for each candidate and may refuse it (a
+  // pinned chunk); a refused chunk is skipped, not retried, and a chunk is
+  // never offered twice. Once a fresh probationary chunk was refused, nothing
+  // more is offered: an older fresh chunk or a protected one would leave in
+  // place of a chunk that goes first as soon as it is unpinned (the next
+  // round takes that one). Stale chunks come before any fresh one.
   std::vector<Victim> PickVictims(Cursor& probationary_newest, Cursor& probationary_oldest,
                                   Cursor& protected_lru, uint64_t now, uint64_t resident_chunks,
-                                  size_t max,
+                                  size_t max, size_t max_not_stale,
                                   const std::function<bool(const ChunkKey&)>& accept) const;
 
  private:
@@ -147,11 +149,16 @@ class Quota {
   uint64_t index_bytes() const;
   // committed + reserved + index bytes.
   uint64_t used() const;
+  // How many reservations were committed so far: a change says that chunks
+  // newer than what an eviction round looked at are in the cache.
+  uint64_t commits() const;
   bool AboveHigh() const;
   // The same without reservations: what is in the cache now. In-flight
   // chunks commit as the newest, so evicting older fresh chunks for them
   // would only shrink the resident subset.
   bool CommittedAboveHigh() const;
+  // How far that is above the high watermark, in bytes (0 if not above).
+  uint64_t CommittedOverHigh() const;
   // Whether a reservation was refused since the last call: the evictor then
   // runs even below the high watermark (a chunk may not fit in the gap
   // between high watermark and capacity).
@@ -170,6 +177,7 @@ class Quota {
   uint64_t committed_ = 0;  // GUARDED_BY(mu_)
   uint64_t reserved_ = 0;   // GUARDED_BY(mu_)
   uint64_t index_ = 0;      // GUARDED_BY(mu_)
+  uint64_t commits_ = 0;    // GUARDED_BY(mu_)
   bool refused_ = false;    // GUARDED_BY(mu_)
 };
 

@@ -59,8 +59,8 @@ class Simulation {
     return false;
   }
 
-  // As the daemon's evictor: to the low watermark, fresh probationary
-  // chunks only to the high one.
+  // As the daemon's evictor: stale chunks to the low watermark, others
+  // (fresh probationary, protected) only to the high one.
   void EvictToLow(const std::function<bool(const ChunkKey&)>& accept) {
     while (chunks_.size() > low_) {
       SetCursor newest(order_, EvictionPolicy::kProbationaryQueue);
@@ -68,13 +68,13 @@ class Simulation {
       SetCursor prot(order_, EvictionPolicy::kProtectedQueue);
       auto victims = policy_.PickVictims(
           newest, oldest, prot, clock_, chunks_.size(), chunks_.size() - low_,
+          chunks_.size() > high_ ? chunks_.size() - high_ : 0,
           accept ? accept : [](const ChunkKey&) { return true; });
       if (victims.empty()) return;
       for (const auto& v : victims) {
-        if (chunks_.size() <= low_ ||
-            (v.kind == EvictionPolicy::VictimKind::kFreshProbationary && chunks_.size() <= high_)) {
-          return;
-        }
+        const bool stale = v.kind == EvictionPolicy::VictimKind::kStaleProtected ||
+                           v.kind == EvictionPolicy::VictimKind::kStaleProbationary;
+        if (chunks_.size() <= low_ || (!stale && chunks_.size() <= high_)) return;
         order_.erase({v.rank, v.key});
         chunks_.erase(v.key.object_id);
         kinds_[static_cast<int>(v.kind)]++;
@@ -209,7 +209,7 @@ TEST(EvictionPolicyTest, ProbationaryWalksCrossOnce) {
   }
   SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
   std::vector<uint64_t> offered;
-  auto victims = p.PickVictims(newest, oldest, prot, 6, 5, 100, [&](const ChunkKey& k) {
+  auto victims = p.PickVictims(newest, oldest, prot, 6, 5, 100, 100, [&](const ChunkKey& k) {
     offered.push_back(k.object_id);
     return true;
   });
@@ -217,7 +217,7 @@ TEST(EvictionPolicyTest, ProbationaryWalksCrossOnce) {
   for (const auto& v : victims) EXPECT_EQ(v.kind, EvictionPolicy::VictimKind::kFreshProbationary);
   // Long after: everything is stale, the oldest goes first.
   SetCursor n2(order, 0), o2(order, 0, true), p2(order, 1);
-  victims = p.PickVictims(n2, o2, p2, 1000, 5, 2, [](const ChunkKey&) { return true; });
+  victims = p.PickVictims(n2, o2, p2, 1000, 5, 2, 2, [](const ChunkKey&) { return true; });
   ASSERT_EQ(victims.size(), 2u);
   EXPECT_EQ(victims[0].key.object_id, 1u);
   EXPECT_EQ(victims[0].kind, EvictionPolicy::VictimKind::kStaleProbationary);
@@ -245,7 +245,7 @@ TEST(EvictionPolicyTest, APinnedFreshChunkDoesNotSendAProtectedOneInItsPlace) {
   order.insert({EvictionPolicy::RankOf(p.OnInsert(20)), ChunkKey{4, 1, 0}});  // fresh
   auto pick = [&](const std::set<uint64_t>& pinned) {
     SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
-    auto victims = p.PickVictims(newest, oldest, prot, 21, 4, 4,
+    auto victims = p.PickVictims(newest, oldest, prot, 21, 4, 4, 4,
                                  [&](const ChunkKey& k) { return pinned.count(k.object_id) == 0; });
     std::vector<uint64_t> ids;
     for (const auto& v : victims) ids.push_back(v.key.object_id);
@@ -256,10 +256,62 @@ TEST(EvictionPolicyTest, APinnedFreshChunkDoesNotSendAProtectedOneInItsPlace) {
   EXPECT_EQ(pick({1}), (std::vector<uint64_t>{4, 2, 3}));  // a pinned protected one is skipped
   // Stale chunks still go: they are before the fresh one anyway.
   SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
-  auto victims = p.PickVictims(newest, oldest, prot, 100000, 4, 4,
+  auto victims = p.PickVictims(newest, oldest, prot, 100000, 4, 4, 4,
                                [](const ChunkKey& k) { return k.object_id != 4; });
   ASSERT_EQ(victims.size(), 3u);
   EXPECT_EQ(victims[0].kind, EvictionPolicy::VictimKind::kStaleProtected);
+}
+
+// A pinned fresh chunk holds back the older fresh ones too: they are the
+// resident subset that the next epoch hits, and the pinned one goes first
+// as soon as its reader is done with it.
+TEST(EvictionPolicyTest, APinnedFreshChunkHoldsBackOlderFreshOnes) {
+  Order order;
+  EvictionPolicy p;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    order.insert({EvictionPolicy::RankOf(p.OnInsert(i)), ChunkKey{i, 1, 0}});
+  }
+  auto pick = [&](const std::set<uint64_t>& pinned) {
+    SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
+    auto victims = p.PickVictims(newest, oldest, prot, 4, 3, 3, 3,
+                                 [&](const ChunkKey& k) { return pinned.count(k.object_id) == 0; });
+    std::vector<uint64_t> ids;
+    for (const auto& v : victims) ids.push_back(v.key.object_id);
+    return ids;
+  };
+  EXPECT_EQ(pick({}), (std::vector<uint64_t>{3, 2, 1}));
+  EXPECT_EQ(pick({3}), std::vector<uint64_t>{});
+  EXPECT_EQ(pick({2}), std::vector<uint64_t>{3});
+}
+
+// Only as many victims that are not stale are taken (latched) as asked
+// for: a chunk latched and then left in place is one its reader would
+// fetch from the origin meanwhile. Stale ones are not counted.
+TEST(EvictionPolicyTest, NoMoreThanMaxNotStaleAreLatched) {
+  Order order;
+  EvictionPolicy p;
+  for (uint64_t i = 1; i <= 2; ++i) {  // protected, hit at 10 and 11: stale at 100
+    order.insert({EvictionPolicy::RankOf(p.OnHit(p.OnInsert(i), 9 + i)), ChunkKey{i, 1, 0}});
+  }
+  for (uint64_t i = 3; i <= 5; ++i) {  // fresh, inserted at 80..82
+    order.insert({EvictionPolicy::RankOf(p.OnInsert(77 + i)), ChunkKey{i, 1, 0}});
+  }
+  ASSERT_TRUE(p.IsStale(11, 100, 5));
+  ASSERT_FALSE(p.IsStale(80, 100, 5));
+  auto pick = [&](size_t max_not_stale) {
+    SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
+    std::vector<uint64_t> offered;
+    auto victims =
+        p.PickVictims(newest, oldest, prot, 100, 5, 10, max_not_stale, [&](const ChunkKey& k) {
+          offered.push_back(k.object_id);
+          return true;
+        });
+    EXPECT_EQ(victims.size(), offered.size());
+    return offered;
+  };
+  EXPECT_EQ(pick(0), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(pick(1), (std::vector<uint64_t>{1, 2, 5}));
+  EXPECT_EQ(pick(2), (std::vector<uint64_t>{1, 2, 5, 4}));
 }
 
 TEST(EvictionPolicyTest, ProbationaryNewestFirstThenProtectedLru) {

@@ -48,6 +48,7 @@ bool ResidentChunks::TryLatchForEvict(const ChunkKey& key) {
   State& st = s.map[key];
   if (st.pins > 0 || st.latched) return false;
   st.latched = true;
+  st.verified_when_latched = st.verified;
   st.verified = false;
   return true;
 }
@@ -70,6 +71,18 @@ void ResidentChunks::ReleaseLatch(const ChunkKey& key) {
   auto it = s.map.find(key);
   STOKER_CHECK(it != s.map.end() && it->second.latched, "release of a chunk not latched");
   it->second.latched = false;
+  it->second.verified_when_latched = false;
+  MaybeErase(s, it);
+}
+
+void ResidentChunks::Unlatch(const ChunkKey& key) {
+  Shard& s = ShardOf(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  auto it = s.map.find(key);
+  STOKER_CHECK(it != s.map.end() && it->second.latched, "release of a chunk not latched");
+  it->second.latched = false;
+  it->second.verified = it->second.verified_when_latched;
+  it->second.verified_when_latched = false;
   MaybeErase(s, it);
 }
 
@@ -80,6 +93,7 @@ void ResidentChunks::ForgetVersion(const VersionKey& v) {
     auto next = std::next(it);
     if (it->first.version_key() == v) {
       it->second.verified = false;
+      it->second.verified_when_latched = false;
       MaybeErase(s, it);
     }
     it = next;

@@ -6,7 +6,8 @@
 // the chunk is pinned; a pin fails while the chunk is latched. So a byte
 // range handed out in a ReadReply is never punched under it, and a reader
 // never pins a chunk on its way out. Latching clears the verified bit: a
-// chunk written again later is verified again.
+// chunk written again later is verified again; one left in place gets it
+// back (Unlatch).
 //
 // A verified chunk also remembers where it is (its slab slot, if any), so a
 // read serves it without asking the index. The slot is freed only under the
@@ -42,8 +43,13 @@ class ResidentChunks {
   // The same, and fails if the chunk is verified: a drop decided on a check
   // that found it bad must not take good bytes written since.
   bool TryLatchForDrop(const ChunkKey& key);
-  // REQUIRES: a latch taken by TryLatchForEvict.
+  // REQUIRES: a latch taken by TryLatchForEvict. The chunk was evicted or
+  // dropped, or may have been: it is no longer verified.
   void ReleaseLatch(const ChunkKey& key);
+  // REQUIRES: a latch taken by TryLatchForEvict. The chunk was left in
+  // place: it is verified again if it was when latched (unless its version
+  // was forgotten meanwhile).
+  void Unlatch(const ChunkKey& key);
   // Forgets the verified bits of a dropped version.
   void ForgetVersion(const VersionKey& v);
   // Entries held (pinned, latched or verified), for stats and tests.
@@ -55,6 +61,7 @@ class ResidentChunks {
     int32_t pins = 0;
     bool latched = false;
     bool verified = false;
+    bool verified_when_latched = false;
     SlotRef slot;  // where it was verified
   };
   struct Shard {
