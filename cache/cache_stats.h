@@ -39,6 +39,9 @@ struct CacheCounters {
   // Revalidations and lookups of cached files answered from the cache, not
   // asked, while the origin was unreachable (OriginBackoff).
   std::atomic<uint64_t> revalidations_skipped{0};
+  // Lookups and getattrs of cached files answered from the cache because
+  // the origin was asked about the file less than --revalidate ago.
+  std::atomic<uint64_t> attrs_from_cache{0};
   std::atomic<uint64_t> errors{0};                // all errors returned to readers
   std::atomic<uint64_t> collapsed_misses{0};      // readers that waited on another's fetch
   std::atomic<uint64_t> collapsed_checks{0};      // ... on another's check of a cached chunk

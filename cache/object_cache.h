@@ -120,10 +120,12 @@ class ObjectCache {
   virtual Result<Opened> Open(const std::string& path, bool force_revalidate) = 0;
 
   // The attributes of path's cached version, for a lookup to be answered
-  // without the origin: while the origin backs off (Origin::backoff()), or
-  // with origin_failed (a request just failed to reach it). nullopt: the
-  // cache holds no version of path, or the origin should be asked. Never
-  // asks the origin; counts revalidations_skipped.
+  // without the origin: when the origin was asked about path less than
+  // --revalidate ago (by this process or, as the index records, an earlier
+  // one; counts attrs_from_cache), while the origin backs off
+  // (Origin::backoff()), or with origin_failed (a request just failed to
+  // reach it; both count revalidations_skipped). nullopt: the cache holds no
+  // version of path, or the origin should be asked. Never asks the origin.
   virtual std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed) = 0;
 
   // Opens path as the cache's own background work does (warm, prefetch):

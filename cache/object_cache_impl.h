@@ -253,6 +253,9 @@ class ObjectCacheImpl final : public ObjectCache {
   void RefreshIndexBytes();
   uint64_t IndexBytesNow();
   std::shared_ptr<ObjectVersion> MakeVersion(const std::string& path, const ObjectRecord& rec);
+  // Whether an identity checked at validated_ns (realtime) is still within
+  // --revalidate (never with 0).
+  bool ValidatedWithinWindow(int64_t validated_ns) const;
   void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
   Status ReclaimIntents();
 

@@ -633,6 +633,51 @@ TEST_F(ObjectCacheTest, ACopyRenamedOverWithTheSameBytesIsNotStale) {
   EXPECT_EQ(cache->counters().origin_changes.load(), 0u);
 }
 
+// Within --revalidate of the origin's last answer about a file, a lookup
+// is answered from the cache, as the kernel's own entry would be; with 0,
+// or once a read found the file changed, the origin is asked.
+TEST_F(ObjectCacheTest, AttrsWithinTheRevalidationWindowComeFromTheCache) {
+  const std::string data = Pattern(2 * kCs, 9);
+  Put("a", data);
+  Put("b", Pattern(kCs, 10));
+  Put("c", Pattern(2 * kCs, 11));
+  options_.revalidate_seconds = 3600;
+  options_.dir_prefetch_files = 0;  // no background Stat
+  {
+    auto cache = OpenCache();
+    EXPECT_FALSE(cache->HeldAttr("a", false).has_value());  // never asked about
+    ASSERT_EQ(ReadAll(*cache, "a"), data);
+    const int asked = origin_->stat_calls();
+    for (int i = 0; i < 5; ++i) {
+      std::optional<struct stat> st = cache->HeldAttr("a", false);
+      ASSERT_TRUE(st.has_value());
+      EXPECT_EQ(st->st_size, static_cast<off_t>(data.size()));
+    }
+    EXPECT_EQ(origin_->stat_calls(), asked);
+    EXPECT_EQ(cache->counters().attrs_from_cache.load(), 5u);
+    EXPECT_EQ(cache->counters().revalidations_skipped.load(), 0u);
+    EXPECT_FALSE(cache->HeldAttr("b", false).has_value());
+
+    auto c = cache->Open("c", false).value();
+    ASSERT_EQ(ReadRange(*cache, c, 0, 10), Pattern(2 * kCs, 11).substr(0, 10));
+    EXPECT_TRUE(cache->HeldAttr("c", false).has_value());
+    RenameOverKeepingTimes("c", Pattern(2 * kCs, 12));
+    auto inside_window = cache->Open("c", false).value();
+    Status s;
+    EXPECT_EQ(ReadRange(*cache, inside_window, kCs, 10, &s), "");
+    ASSERT_EQ(s.code(), ESTALE);
+    EXPECT_FALSE(cache->HeldAttr("c", false).has_value()) << "found changed: the origin is asked";
+  }
+  {  // The next process trusts the index's record of when the origin was asked.
+    auto cache = OpenCache();
+    EXPECT_TRUE(cache->HeldAttr("a", false).has_value());
+  }
+  options_.revalidate_seconds = 0;
+  auto cache = OpenCache();
+  EXPECT_FALSE(cache->HeldAttr("a", false).has_value());
+  EXPECT_EQ(cache->counters().attrs_from_cache.load(), 0u);
+}
+
 TEST_F(ObjectCacheTest, ConcurrentMissesOfOneChunkReadTheOriginOnce) {
   std::string data = Pattern(kCs, 8);
   Put("a", data);
