@@ -6,6 +6,8 @@ import os
 import threading
 import time
 
+import pytest
+
 import stoker_testlib as lib
 from stoker_testlib import CHUNK, with_deadline
 
@@ -177,3 +179,42 @@ def test_reads_never_mix_versions_while_origin_is_replaced(mounts, tmp_path):
     assert read_fresh(m.mnt / "f") == v1 or lib.wait_until(
         lambda: read_fresh(m.mnt / "f") == v1, 30, what="final version served")
     m.unmount()
+
+
+def test_lookups_within_the_window_are_answered_from_the_cache(mounts, tmp_path):
+    """A lookup of a cached file less than --revalidate after the origin was
+    asked about it is answered from the cache (attrs_from_cache), also by the
+    next daemon on the same cache, whose kernel holds no entry yet. With
+    --revalidate 0 every lookup asks the origin, and a deleted file is gone."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    rng = lib.seeded("lookups-in-window")
+    data = {f"f{i:02d}": rng.randbytes(1000 + i) for i in range(20)}
+    for n, d in data.items():
+        (origin / n).write_bytes(d)
+    window = ["--chunk-size", "1M", "--cache-size", "1G", "--revalidate", "3600"]
+
+    m = mounts.make(origin, args=window)
+    for n, d in data.items():
+        assert read_fresh(m.mnt / n) == d, n
+    m.unmount()
+
+    m2 = mounts.make(origin, mnt=m.mnt, cache=m.cache, args=window)
+    before = m2.stats()
+    for n, d in data.items():  # by name, no readdir: one lookup each
+        assert os.stat(m2.mnt / n).st_size == len(d), n
+    after = m2.stats()
+    assert after["attrs_from_cache"] - before["attrs_from_cache"] == len(data), after
+    assert after["revalidations"] == before["revalidations"], after
+    assert os.stat(m2.mnt / "f00").st_mtime_ns == os.stat(origin / "f00").st_mtime_ns
+    m2.unmount()
+
+    always = ["--chunk-size", "1M", "--cache-size", "1G", "--revalidate", "0"]
+    m3 = mounts.make(origin, mnt=m.mnt, cache=m.cache, args=always)
+    for n, d in data.items():
+        assert os.stat(m3.mnt / n).st_size == len(d), n
+    (origin / "f00").unlink()
+    with pytest.raises(FileNotFoundError):
+        os.stat(m3.mnt / "f00")
+    assert m3.stats()["attrs_from_cache"] == 0
+    m3.unmount()
