@@ -35,6 +35,18 @@ class SetCursor : public EvictionPolicy::Cursor {
   size_t pos_ = 0;
 };
 
+// The object ids PickVictims takes from order at tick now (up to max, any
+// of them not stale), refusing the chunks in pinned.
+std::vector<uint64_t> PickIds(const EvictionPolicy& p, const Order& order, uint64_t now, size_t max,
+                              const std::set<uint64_t>& pinned) {
+  SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
+  auto victims = p.PickVictims(newest, oldest, prot, now, order.size(), max, max,
+                               [&](const ChunkKey& k) { return pinned.count(k.object_id) == 0; });
+  std::vector<uint64_t> ids;
+  for (const auto& v : victims) ids.push_back(v.key.object_id);
+  return ids;
+}
+
 // A cache of `capacity` equal chunks driven like the daemon drives it: one
 // clock tick per access, eviction above the high watermark.
 class Simulation {
@@ -243,14 +255,7 @@ TEST(EvictionPolicyTest, APinnedFreshChunkDoesNotSendAProtectedOneInItsPlace) {
     order.insert({EvictionPolicy::RankOf(p.OnHit(p.OnInsert(i), 9 + i)), ChunkKey{i, 1, 0}});
   }
   order.insert({EvictionPolicy::RankOf(p.OnInsert(20)), ChunkKey{4, 1, 0}});  // fresh
-  auto pick = [&](const std::set<uint64_t>& pinned) {
-    SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
-    auto victims = p.PickVictims(newest, oldest, prot, 21, 4, 4, 4,
-                                 [&](const ChunkKey& k) { return pinned.count(k.object_id) == 0; });
-    std::vector<uint64_t> ids;
-    for (const auto& v : victims) ids.push_back(v.key.object_id);
-    return ids;
-  };
+  auto pick = [&](const std::set<uint64_t>& pinned) { return PickIds(p, order, 21, 4, pinned); };
   EXPECT_EQ(pick({}), (std::vector<uint64_t>{4, 1, 2, 3}));
   EXPECT_EQ(pick({4}), std::vector<uint64_t>{});
   EXPECT_EQ(pick({1}), (std::vector<uint64_t>{4, 2, 3}));  // a pinned protected one is skipped
@@ -271,14 +276,7 @@ TEST(EvictionPolicyTest, APinnedFreshChunkHoldsBackOlderFreshOnes) {
   for (uint64_t i = 1; i <= 3; ++i) {
     order.insert({EvictionPolicy::RankOf(p.OnInsert(i)), ChunkKey{i, 1, 0}});
   }
-  auto pick = [&](const std::set<uint64_t>& pinned) {
-    SetCursor newest(order, 0), oldest(order, 0, true), prot(order, 1);
-    auto victims = p.PickVictims(newest, oldest, prot, 4, 3, 3, 3,
-                                 [&](const ChunkKey& k) { return pinned.count(k.object_id) == 0; });
-    std::vector<uint64_t> ids;
-    for (const auto& v : victims) ids.push_back(v.key.object_id);
-    return ids;
-  };
+  auto pick = [&](const std::set<uint64_t>& pinned) { return PickIds(p, order, 4, 3, pinned); };
   EXPECT_EQ(pick({}), (std::vector<uint64_t>{3, 2, 1}));
   EXPECT_EQ(pick({3}), std::vector<uint64_t>{});
   EXPECT_EQ(pick({2}), std::vector<uint64_t>{3});

@@ -65,23 +65,17 @@ bool ResidentChunks::TryLatchForDrop(const ChunkKey& key) {
   return true;
 }
 
-void ResidentChunks::ReleaseLatch(const ChunkKey& key) {
-  Shard& s = ShardOf(key);
-  std::lock_guard<std::mutex> l(s.mu);
-  auto it = s.map.find(key);
-  STOKER_CHECK(it != s.map.end() && it->second.latched, "release of a chunk not latched");
-  it->second.latched = false;
-  it->second.verified_when_latched = false;
-  MaybeErase(s, it);
-}
+void ResidentChunks::ReleaseLatch(const ChunkKey& key) { EndLatch(key, /*left_in_place=*/false); }
 
-void ResidentChunks::Unlatch(const ChunkKey& key) {
+void ResidentChunks::Unlatch(const ChunkKey& key) { EndLatch(key, /*left_in_place=*/true); }
+
+void ResidentChunks::EndLatch(const ChunkKey& key, bool left_in_place) {
   Shard& s = ShardOf(key);
   std::lock_guard<std::mutex> l(s.mu);
   auto it = s.map.find(key);
   STOKER_CHECK(it != s.map.end() && it->second.latched, "release of a chunk not latched");
   it->second.latched = false;
-  it->second.verified = it->second.verified_when_latched;
+  if (left_in_place) it->second.verified = it->second.verified_when_latched;
   it->second.verified_when_latched = false;
   MaybeErase(s, it);
 }

@@ -72,6 +72,7 @@ class ResidentChunks {
     return shards_[VersionKeyHash()(k.version_key()) % shards_.size()];
   }
   static void MaybeErase(Shard& s, std::unordered_map<ChunkKey, State, ChunkKeyHash>::iterator it);
+  void EndLatch(const ChunkKey& key, bool left_in_place);
 
   mutable std::array<Shard, 64> shards_;
 };
