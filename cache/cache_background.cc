@@ -209,22 +209,18 @@ void ObjectCacheImpl::EvictToLow() {
     bool done = false;
     bool repick = false;
     for (const auto& victim : victims) {
-      const bool fresh_or_protected =
-          victim.kind == EvictionPolicy::VictimKind::kFreshProbationary ||
-          victim.kind == EvictionPolicy::VictimKind::kProtected;
       // Fresh probationary chunks only make room for more fresh ones, and
       // a protected chunk that is not stale is part of the resident subset:
       // when either is next, stop at the high watermark (see eviction.h).
       // Only stale chunks go down to the low one. Victims come in policy
       // order, so nothing after them goes either.
-      done = done || quota_.BytesOverLow() == 0 ||
-             (fresh_or_protected && !quota_.CommittedAboveHigh());
+      done =
+          done || quota_.BytesOverLow() == 0 || (!victim.stale() && !quota_.CommittedAboveHigh());
       // A chunk committed since the pick is fresh and newer than any fresh
       // victim here, so it goes before them and before every protected
       // one: pick again (a bounded number of times, so a steady stream of
       // commits cannot stall the round). Stale victims go regardless.
-      repick =
-          repick || (fresh_or_protected && repicks < kMaxRepicks && quota_.commits() != commits);
+      repick = repick || (!victim.stale() && repicks < kMaxRepicks && quota_.commits() != commits);
       if (done || repick) {
         resident_->Unlatch(victim.key);
         continue;

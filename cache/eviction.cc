@@ -59,10 +59,8 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
     } else {
       break;
     }
-    const bool stale =
-        kind == VictimKind::kStaleProtected || kind == VictimKind::kStaleProbationary;
-    if (!stale && not_stale == max_not_stale) break;
     Victim v{from->rank(), from->key(), kind};
+    if (!v.stale() && not_stale == max_not_stale) break;
     from->Next();
     if (!offered.insert(v.key).second) {
       // Seen from the other end: the walks have crossed, probationary is done.
@@ -75,7 +73,7 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
     }
     if (accept(v.key)) {
       victims.push_back(v);
-      if (!stale) not_stale++;
+      if (!v.stale()) not_stale++;
     } else if (kind == VictimKind::kFreshProbationary) {
       break;
     }

@@ -105,6 +105,11 @@ class EvictionPolicy {
     EvictionRank rank;
     ChunkKey key;
     VictimKind kind;
+    // Stale victims go down to the low watermark; the others (fresh
+    // probationary, protected) only to the high one.
+    bool stale() const {
+      return kind == VictimKind::kStaleProtected || kind == VictimKind::kStaleProbationary;
+    }
   };
   // Up to max victims in policy order, of which at most max_not_stale are
   // not stale (fresh probationary or protected), from three walks: the

@@ -84,9 +84,7 @@ class Simulation {
           accept ? accept : [](const ChunkKey&) { return true; });
       if (victims.empty()) return;
       for (const auto& v : victims) {
-        const bool stale = v.kind == EvictionPolicy::VictimKind::kStaleProtected ||
-                           v.kind == EvictionPolicy::VictimKind::kStaleProbationary;
-        if (chunks_.size() <= low_ || (!stale && chunks_.size() <= high_)) return;
+        if (chunks_.size() <= low_ || (!v.stale() && chunks_.size() <= high_)) return;
         order_.erase({v.rank, v.key});
         chunks_.erase(v.key.object_id);
         kinds_[static_cast<int>(v.kind)]++;
