@@ -390,9 +390,12 @@ void ObjectCacheImpl::PrefetchFile(const std::string& path) {
   // A cache near its bound would evict something to take these, or refuse
   // them after reading them from the origin: there, only what it holds is
   // read ahead.
-  fill.fetch_missing = quota_.RoomBelowLow(
+  // The same when its disk is full, or the version could not be recorded.
+  const uint64_t ahead =
       options_.dir_prefetch_files *
-      std::min<uint64_t>(options_.dir_prefetch_bytes, static_cast<uint64_t>(opened->st.st_size)));
+      std::min<uint64_t>(options_.dir_prefetch_bytes, static_cast<uint64_t>(opened->st.st_size));
+  fill.fetch_missing =
+      !file->version->uncached && quota_.RoomBelowLow(ahead) && !FreeSpaceLow(ahead);
   FetchTally tally;
   Status s = FillRange(file->version, *file->origin, 0,
                        ChunkCount(options_.dir_prefetch_bytes, chunk_size_), &tally, nullptr, fill);

@@ -49,6 +49,10 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   // refuses chunks must still age what it holds (see eviction.h).
   const uint64_t tick = index_->Tick();
   if (v->superseded) return false;
+  if (v->uncached) {
+    counters_.chunks_not_cached++;
+    return false;
+  }
   const ChunkKey key{v->key.object_id, v->key.version, idx};
   const uint64_t alloc = AllocatedBytes(bytes.len);
   // A full quota is the steady state of a cache smaller than its dataset;

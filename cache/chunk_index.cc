@@ -9,11 +9,14 @@
 #include <rocksdb/utilities/table_properties_collectors.h>
 #include <rocksdb/write_batch.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <string_view>
+
+#include "util/size.h"
 
 namespace stoker {
 namespace {
@@ -111,6 +114,43 @@ bool HasIndexFiles(const std::string& path) {
   return false;
 }
 
+// RocksDB writes while it opens (a new MANIFEST and WAL, the replayed WAL
+// flushed to a table file, OPTIONS, its LOG), and a write failing for want of
+// space there aborts the process in Debian's build (an assertion in
+// WritableFileWriter). So the room it needs is checked first: what it may
+// rewrite, plus a margin.
+constexpr uint64_t kOpenMarginBytes = 4ull << 20;
+
+Status RoomToOpen(const std::string& path) {
+  uint64_t rewritten = 0;
+  if (std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(path.c_str()), ::closedir); d) {
+    while (struct dirent* de = ::readdir(d.get())) {
+      std::string_view n(de->d_name);
+      if (n.rfind("MANIFEST-", 0) != 0 && !(n.size() > 4 && n.substr(n.size() - 4) == ".log")) {
+        continue;
+      }
+      struct stat st;
+      if (::fstatat(::dirfd(d.get()), de->d_name, &st, 0) == 0) {
+        rewritten += static_cast<uint64_t>(st.st_size);
+      }
+    }
+  }
+  // A new index's directory is not there yet: its filesystem is its parent's.
+  std::string where = path;
+  struct statvfs vfs;
+  while (::statvfs(where.c_str(), &vfs) != 0) {
+    const size_t slash = where.find_last_of('/');
+    if (errno != ENOENT || slash == std::string::npos || slash == 0) return Status::OK();
+    where.resize(slash);
+  }
+  const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  const uint64_t need = rewritten + kOpenMarginBytes;
+  if (avail >= need) return Status::OK();
+  return Status::Error(ENOSPC, "no room to open the index '" + path + "': its filesystem has " +
+                                   FormatSize(avail) + " free and opening it needs about " +
+                                   FormatSize(need) + "; free some space there");
+}
+
 rocksdb::Options RocksOptions(const ChunkIndex::Options& options) {
   rocksdb::Options o;
   o.create_if_missing = options.create_if_missing;
@@ -147,6 +187,7 @@ Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
       HasIndexFiles(options.path)) {
     return Damaged(options.path, "its CURRENT file is missing");
   }
+  STOKER_RETURN_IF_ERROR(RoomToOpen(options.path));
   rocksdb::DB* db = nullptr;
   rocksdb::Status opened = rocksdb::DB::Open(RocksOptions(options), options.path, &db);
   if (IsDamage(opened)) return Damaged(options.path, opened.ToString());

@@ -363,6 +363,19 @@ std::shared_ptr<ObjectVersion> ObjectCacheImpl::MakeVersion(const std::string& p
   return v;
 }
 
+ObjectCacheImpl::ObjectEntry ObjectCacheImpl::UncachedEntry(const std::string& path,
+                                                            ObjectRecord rec, const Status& why) {
+  // Object ids the index hands out count up from 1: these never meet one.
+  rec.object_id = kUncachedObjectIds | ++uncached_versions_;
+  rec.version = 1;
+  if (!logged_no_space_.exchange(true)) {
+    LOG_WARN("serving from the origin without caching: {}", why.message());
+  }
+  auto v = MakeVersion(path, rec);
+  v->uncached = true;
+  return ObjectEntry{rec, std::move(v), false};
+}
+
 void ObjectCacheImpl::Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key) {
   if (v) {
     v->superseded = true;
@@ -482,7 +495,7 @@ Result<std::optional<std::string>> ObjectCacheImpl::GetDerived(const OpenFileSta
 Status ObjectCacheImpl::PutDerived(const OpenFileState& file, const std::string& name,
                                    const std::string& value) {
   // A record put after the version's drop finished would stay behind it.
-  if (file.version->superseded) return Status::OK();
+  if (file.version->superseded || file.version->uncached) return Status::OK();
   return index_->PutDerived(file.version->key, name, value);
 }
 
@@ -544,6 +557,9 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     if (objects_.size() > options_.max_object_entries) TrimObjects();
     return o;
   };
+  // Not in the index (its disk was full): asked about as if never seen, so
+  // that it is recorded, and cached, as soon as there is room.
+  if (entry && entry->version->uncached) entry.reset();
   if (entry && !force && fresh(entry->rec.validated_ns) && !entry->version->changed_at_origin) {
     return finish();
   }
@@ -628,17 +644,22 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     rec.object_id = known->object_id;
     rec.version = known->version + 1;
     Status s = index_->ReplaceObject(path, rec, old);
-    if (!s.ok()) return fail(s);
+    if (!s.ok() && s.code() != ENOSPC) return fail(s);
     counters_.origin_changes++;
     LOG_INFO("origin file '{}' changed; caching version {}", path, rec.version);
     Supersede(entry ? entry->version : nullptr, old);
-    entry = ObjectEntry{rec, MakeVersion(path, rec), false};
+    entry = s.ok() ? ObjectEntry{rec, MakeVersion(path, rec), false} : UncachedEntry(path, rec, s);
     changed = true;
   } else {
     rec.version = 1;
     auto created = index_->CreateObject(path, rec);
-    if (!created.ok()) return fail(created.status());
-    entry = ObjectEntry{*created, MakeVersion(path, *created), false};
+    if (created.ok()) {
+      entry = ObjectEntry{*created, MakeVersion(path, *created), false};
+    } else if (created.status().code() == ENOSPC) {
+      entry = UncachedEntry(path, rec, created.status());
+    } else {
+      return fail(created.status());
+    }
   }
   return finish();
 }

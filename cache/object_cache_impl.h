@@ -64,6 +64,11 @@ struct ObjectVersion {
   // A read saw the origin file change under this version: the next open
   // revalidates whatever the revalidation interval says.
   mutable std::atomic<bool> changed_at_origin{false};
+  // The index could not record this version (the cache's disk is full): it
+  // is served from the origin, its key is this process's own
+  // (kUncachedObjectIds), and nothing about it is ever written to the index.
+  // Set before the version is shared.
+  bool uncached = false;
 
   // True if now is this version's content (SameContent with where the
   // origin last had it); a move to another filesystem is remembered, so
@@ -75,6 +80,10 @@ struct ObjectVersion {
   mutable std::mutex at_mu;
   mutable OriginIdentity at_origin;  // GUARDED_BY(at_mu): identity, or where it moved
 };
+
+// Object ids of uncached versions (ObjectVersion::uncached): the index's own
+// count up from 1 and never reach this bit.
+inline constexpr uint64_t kUncachedObjectIds = uint64_t{1} << 63;
 
 // ESTALE: the version a file state stands for is no longer the origin's.
 inline Status StaleVersion(const ObjectVersion& v) {
@@ -253,6 +262,9 @@ class ObjectCacheImpl final : public ObjectCache {
   void RefreshIndexBytes();
   uint64_t IndexBytesNow();
   std::shared_ptr<ObjectVersion> MakeVersion(const std::string& path, const ObjectRecord& rec);
+  // rec as a version the index does not hold (ObjectVersion::uncached),
+  // after recording it failed with ENOSPC.
+  ObjectEntry UncachedEntry(const std::string& path, ObjectRecord rec, const Status& why);
   // Whether an identity checked at validated_ns (realtime) is still within
   // --revalidate (never with 0).
   bool ValidatedWithinWindow(int64_t validated_ns) const;
@@ -459,6 +471,7 @@ class ObjectCacheImpl final : public ObjectCache {
   std::thread warmer_;
 
   std::atomic<bool> logged_no_space_{false};
+  std::atomic<uint64_t> uncached_versions_{0};
   // Declared last: destroyed (stopped) first.
   std::unique_ptr<WorkerPool> pool_;
 };

@@ -1,0 +1,122 @@
+"""The cache's filesystem filled by someone else (another tenant of the SSD,
+a runaway log), below --cache-size: reads go on from the origin with right
+bytes and no errors, caching comes back by itself once there is room, and a
+mount on a full disk is refused with one line instead of a crash.
+
+The cache lives on its own small tmpfs, filled to the last block by a
+filler file. stoker's own bound (--cache-size, its 5% free-space floor)
+never fills a disk; only someone else does, and then the index's writes
+(RocksDB) fail with ENOSPC as well as the chunk writes.
+"""
+
+import errno
+import os
+import subprocess
+
+import pytest
+
+import stoker_testlib as lib
+from stoker_testlib import MIB, with_deadline
+
+ARGS = ["--chunk-size", "1M", "--cache-size", "24M"]
+FILES = 40
+SIZE = 200 * 1024
+
+
+def sh(*args):
+    subprocess.run(args, check=True, timeout=60)
+
+
+def fill(path):
+    """Writes path until the filesystem has no block left."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        for block in (MIB, 4096):
+            try:
+                while True:
+                    os.write(fd, b"\0" * block)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+    finally:
+        os.close(fd)
+
+
+def free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    disk = tmp_path / "ssd"
+    disk.mkdir()
+    sh("mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(disk))
+    made = []
+    yield disk, made
+    for m in made:
+        m.cleanup()
+    sh("umount", "-l", str(disk))
+
+
+def read_all(mnt, names, want):
+    for n in names:
+        got = with_deadline(lib.read_file, mnt / n, what=f"read {n}")
+        assert got == want[n], f"{n}: wrong bytes"
+
+
+def test_a_disk_filled_by_others_serves_from_the_origin_then_caches_again(tmp_path, small_disk):
+    disk, made = small_disk
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    rng = lib.seeded("full-disk")
+    names = [f"f{i:02d}" for i in range(FILES)]
+    want = {}
+    for n in names:
+        want[n] = rng.randbytes(SIZE)
+        (origin / n).write_bytes(want[n])
+    m = lib.StokerMount(origin, tmp_path / "mnt", disk / "cache", ARGS)
+    made.append(m)
+    m.mount()
+
+    read_all(m.mnt, names[:10], want)
+    before = m.stats()
+    assert before["chunks_written"] >= 10, before
+
+    fill(disk / "filler")
+    assert free_bytes(disk) == 0
+    # Files never seen need an index record first, which cannot be written.
+    read_all(m.mnt, names[10:], want)
+    read_all(m.mnt, names[:10], want)  # cached ones are still served
+    full = m.stats()
+    assert full["errors"] == before["errors"], full
+    assert full["chunks_not_cached"] > before["chunks_not_cached"], full
+    # Read ahead of the reader only what can be kept: each byte from the
+    # origin once.
+    origin_read = full["origin_bytes_read"] - before["origin_bytes_read"]
+    assert origin_read <= (FILES - 10) * SIZE + MIB, full
+
+    os.unlink(disk / "filler")
+    # RocksDB takes writes again once it finds the room (it polls for it).
+    def caching_again():
+        lib.drop_caches([m.mnt / n for n in names[10:]], system=False)
+        read_all(m.mnt, names[10:], want)
+        return m.stats()["chunks_written"] > full["chunks_written"]
+
+    lib.wait_until(caching_again, timeout=60, interval=1, what="caching after the disk had room")
+    assert m.stats()["errors"] == before["errors"]
+    m.unmount()
+
+    # A full disk at mount: one line that says so, no crash, nothing mounted.
+    fill(disk / "filler")
+    r = lib.mount_cmd_fails(origin, m.mnt, m.cache, *ARGS)
+    assert r.returncode != 0
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and "free" in err and "signal" not in err, err
+    assert not lib.is_mounted(m.mnt)
+
+    os.unlink(disk / "filler")
+    m.mount()
+    read_all(m.mnt, names, want)
+    m.unmount()
+    r = lib.fsck(m.cache)
+    assert r.returncode == 0, lib.describe(r)
