@@ -98,6 +98,7 @@ class LocalOrigin final : public Origin {
   LocalOrigin& operator=(const LocalOrigin&) = delete;
 
   std::string Describe() const override { return "local:" + root_path_; }
+  std::string IoBackendName() const override { return io_->Name(); }
   Result<struct stat> Stat(const std::string& path) override;
   Status ReadDir(const std::string& path,
                  const std::function<bool(const OriginDirEntry&)>& fn) override;

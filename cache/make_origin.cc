@@ -60,7 +60,7 @@ Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, const Origin
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(IoBackendKind::kSyscall));
     return MakeOrigin(spec, std::shared_ptr<IoBackend>(std::move(io)), options);
   }
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(IoBackendKind::kAuto));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> io, MakeIoBackend(options.io_backend));
   return MakeOrigin(spec, std::shared_ptr<IoBackend>(std::move(io)), options);
 }
 

@@ -717,6 +717,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   j["run_buffers_allocated"] = RunBufferPool().allocated();
   j["io_backend"] = io_->Name();
   j["origin"] = origin_->Describe();
+  if (std::string io = origin_->IoBackendName(); !io.empty()) j["origin_io_backend"] = io;
   if (OriginBackoff* b = origin_->backoff()) {
     j["origin_unreachable"] = b->unreachable();
     j["origin_unreachable_episodes"] = b->episodes();

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/io_backend.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -129,6 +130,9 @@ class Origin {
   // it, not wait for an unreachable server (cache/origin_backoff.h).
   // Default: nullptr = always ask (a local origin fails fast).
   virtual OriginBackoff* backoff() { return nullptr; }
+  // How a local origin reads file data ("io_uring", "syscall"), for stats;
+  // "" where no I/O backend is involved (remote origins). Default: "".
+  virtual std::string IoBackendName() const { return ""; }
 };
 
 OriginIdentity IdentityFromStat(const struct stat& st);
@@ -173,6 +177,8 @@ struct OriginOptions {
   // directories listed before) are answered without asking it, once per
   // such period one of them asks (OriginBackoff). 0 = always ask. Default: 5.
   long backoff_seconds = 5;
+  // Local origins: how file data is read (--io-backend). Default: auto.
+  IoBackendKind io_backend = IoBackendKind::kAuto;
 };
 
 // Makes the origin named by spec: an absolute or relative directory path

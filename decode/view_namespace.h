@@ -33,6 +33,7 @@ class ViewNamespace final : public Origin {
   ViewNamespace(std::shared_ptr<Origin> raw, std::vector<std::shared_ptr<ViewOrigin>> views);
 
   std::string Describe() const override { return raw_->Describe(); }
+  std::string IoBackendName() const override { return raw_->IoBackendName(); }
   Result<struct stat> Stat(const std::string& path) override;
   Status ReadDir(const std::string& path,
                  const std::function<bool(const OriginDirEntry&)>& fn) override;

@@ -374,6 +374,7 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   o.cache.direct_io = !args.no_direct_io;
   o.supervise = args.supervise;
   STOKER_RETURN_IF_ERROR(ToOriginOptions(args, o.cache.revalidate_seconds, &o.origin_options));
+  o.origin_options.io_backend = o.cache.io_backend;  // a local origin's reads too
   o.fuse_options = SplitFuseOptions(args.fuse_options);
   std::set<std::string> view_names;
   for (const std::string& v : args.views) {

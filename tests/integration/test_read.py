@@ -348,15 +348,20 @@ def test_whole_tree_byte_exact(mnt, tree):
     assert not diffs, diffs[:20]
 
 
-@pytest.mark.parametrize("args", [["--no-direct-io"], ["--chunk-size", "4M"]],
-                         ids=["buffered", "4M-chunks"])
+@pytest.mark.parametrize("args", [["--no-direct-io"], ["--chunk-size", "4M"],
+                                  ["--io-backend", "syscall"]],
+                         ids=["buffered", "4M-chunks", "syscall-io"])
 def test_sizes_byte_exact_cold_and_remounted(mounts, tree, tmp_path, args):
     """Cold reads (runs read direct from the origin and written direct to the
-    cache, or all buffered), then a remount that reads back and verifies what
-    those writes left: the same bytes every time."""
+    cache, or all buffered; through io_uring, or plain syscalls as where
+    io_uring is not available), then a remount that reads back and verifies
+    what those writes left: the same bytes every time."""
     cache = tmp_path / "cache"
     for attempt in ("cold", "remounted"):
         m = mounts.make(tree, cache=cache, args=args + ["--cache-size", "1G"])
+        if "--io-backend" in args:  # the origin's reads and the cache's alike
+            s = m.stats()
+            assert s["io_backend"] == s["origin_io_backend"] == "syscall", s
         diffs = with_deadline(lib.compare_trees, tree / "sizes", m.mnt / "sizes", timeout=300)
         assert not diffs, (attempt, diffs[:20])
         for rel in ["sparse", "holes_only"]:
