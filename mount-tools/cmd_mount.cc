@@ -46,8 +46,9 @@ Result<uint64_t> ParseSizeFlag(const std::string& flag, const std::string& text)
   return r;
 }
 
-// mkdir -p with 0700 for what it creates.
-Status MakeDirs(const std::string& dir) {
+// mkdir -p with 0700 for what it creates, which it appends to *made
+// (outermost first).
+Status MakeDirs(const std::string& dir, std::vector<std::string>* made) {
   std::string partial;
   size_t pos = 0;
   while (pos != std::string::npos) {
@@ -55,7 +56,9 @@ Status MakeDirs(const std::string& dir) {
     partial = dir.substr(0, next);
     pos = next;
     if (partial.empty() || partial == "/") continue;
-    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+    if (mkdir(partial.c_str(), 0700) == 0) {
+      made->push_back(partial);
+    } else if (errno != EEXIST) {
       std::string where = partial == dir ? "" : ": '" + partial + "'";
       return Status::FromErrno("cache dir '" + dir + "' cannot be created" + where);
     }
@@ -112,8 +115,22 @@ int RunDaemonChild(MountOptions options, const std::string& log_file, int ready_
     WriteLine(ready_fd, "error: " + why);
     return kExitFailure;
   };
-  if (Status st = MakeDirs(options.cache.dir); !st.ok()) return fail(st.message());
+  // A mount refused before it used a cache dir it made (a missing origin, a
+  // busy mountpoint) leaves no dir behind, nor a log in it.
+  std::vector<std::string> made;
+  if (Status st = MakeDirs(options.cache.dir, &made); !st.ok()) return fail(st.message());
   std::string log_path = log_file.empty() ? options.cache.dir + "/stoker.log" : log_file;
+  auto unmake = [&] {
+    if (made.empty()) return;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(options.cache.dir, ec)) {
+      if (e.path().filename() != "stoker.log" || !log_file.empty()) return;  // the cache was used
+    }
+    if (log_file.empty()) unlink(log_path.c_str());
+    for (auto d = made.rbegin(); d != made.rend(); ++d) {
+      if (rmdir(d->c_str()) != 0) break;
+    }
+  };
   int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log_fd < 0) return fail(Status::FromErrno("log file '" + log_path + "'").message());
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -133,6 +150,8 @@ int RunDaemonChild(MountOptions options, const std::string& log_file, int ready_
   if (!st.ok()) {
     LOG_ERROR("mount failed: {}", st.message());
     if (report_fd >= 0) WriteLine(report_fd, "error: " + st.message());
+    spdlog::shutdown();
+    unmake();
   } else {
     LOG_INFO("daemon exiting after clean unmount");
   }

@@ -21,9 +21,10 @@ def paths(tmp_path):
     return tmp_path, origin, mnt, tmp_path / "cache"
 
 
-def assert_refused(r, mnt, keywords):
+def assert_refused(r, mnt, keywords, cache=None):
     """Non-zero exit, exactly one non-empty stderr line mentioning one of
-    the keywords, nothing mounted, no daemon left."""
+    the keywords, nothing mounted, no daemon left; with cache (a dir that
+    did not exist): not made either."""
     info = lib.describe(r)
     assert r.returncode != 0, "accepted bad input\n" + info
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -34,19 +35,21 @@ def assert_refused(r, mnt, keywords):
     if mnt is not None:
         assert not lib.is_mounted(mnt), "something got mounted\n" + info
         assert not lib.daemon_pids_for(mnt), "a daemon is left running\n" + info
+    if cache is not None:
+        assert not os.path.exists(cache), "a refused mount made its cache dir\n" + info
 
 
 def test_missing_origin(stoker_bin, paths):
     tmp, _, mnt, cache = paths
     missing = tmp / "no-such-origin"
     r = lib.mount_cmd_fails(missing, mnt, cache)
-    assert_refused(r, mnt, [str(missing), "origin"])
+    assert_refused(r, mnt, [str(missing), "origin"], cache=cache)
 
 
 def test_origin_is_a_file(stoker_bin, paths):
     tmp, origin, mnt, cache = paths
     r = lib.mount_cmd_fails(origin / "f", mnt, cache)
-    assert_refused(r, mnt, ["director", "origin"])
+    assert_refused(r, mnt, ["director", "origin"], cache=cache)
 
 
 def test_unreadable_origin(stoker_bin, paths):
@@ -70,7 +73,7 @@ def test_missing_mountpoint(stoker_bin, paths):
     tmp, origin, _, cache = paths
     missing = tmp / "no-such-mnt"
     r = lib.mount_cmd_fails(origin, missing, cache)
-    assert_refused(r, missing, [str(missing), "mountpoint", "mount point"])
+    assert_refused(r, missing, [str(missing), "mountpoint", "mount point"], cache=cache)
     assert not missing.exists(), "mount created the missing mountpoint"
 
 
@@ -79,14 +82,14 @@ def test_mountpoint_is_a_file(stoker_bin, paths):
     f = tmp / "file-mnt"
     f.write_bytes(b"")
     r = lib.mount_cmd_fails(origin, f, cache)
-    assert_refused(r, f, ["director", "mountpoint", "mount point"])
+    assert_refused(r, f, ["director", "mountpoint", "mount point"], cache=cache)
 
 
 def test_non_empty_mountpoint(stoker_bin, paths):
     tmp, origin, mnt, cache = paths
     (mnt / "something").write_bytes(b"x")
     r = lib.mount_cmd_fails(origin, mnt, cache)
-    assert_refused(r, mnt, ["empty"])
+    assert_refused(r, mnt, ["empty"], cache=cache)
     assert os.listdir(mnt) == ["something"]
 
 
