@@ -93,7 +93,8 @@ def test_fsck_reports_and_repairs_corruption(mounts, tmp_path):
     assert report["bad_checksums"] >= hit, report
 
     rr = lib.fsck(m.cache, "--repair")
-    assert rr.returncode in (0, 1), lib.describe(rr)
+    assert rr.returncode == 1, "--repair must exit 1 when it found (and repaired) problems:\n" + (
+        lib.describe(rr))
     r = lib.fsck(m.cache)
     assert r.returncode == 0, "not clean after --repair:\n" + lib.describe(r)
 
