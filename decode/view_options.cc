@@ -92,6 +92,20 @@ Status SetOption(std::string_view key, std::string_view v, ViewOptions* o) {
     }
     return Status::OK();
   }
+  if (key == "compression") {
+    if (v == "auto") {
+      o->compression.reset();
+    } else if (v == "none") {
+      o->compression = TfRecordCompression::kNone;
+    } else if (v == "gzip") {
+      o->compression = TfRecordCompression::kGzip;
+    } else if (v == "zlib") {
+      o->compression = TfRecordCompression::kZlib;
+    } else {
+      return bad("auto, none, gzip or zlib");
+    }
+    return Status::OK();
+  }
   return Status::Invalid("unknown view option '" + std::string(key) + "'");
 }
 
@@ -109,6 +123,12 @@ std::string ViewOptions::Fingerprint(const std::string& decoder_name) const {
   f += ";max_pixels=" + std::to_string(probe.max_pixels);
   f += probe.allow_arithmetic ? ";arith=1" : ";arith=0";
   f += ";decoder=" + decoder_name;
+  // Which files are in the view, not their bytes; named all the same, and
+  // only when set, so that caches made before it keep their layouts.
+  if (compression) {
+    static const char* kNames[] = {"none", "gzip", "zlib"};
+    f += std::string(";compression=") + kNames[static_cast<int>(*compression)];
+  }
   return f;
 }
 

@@ -7,7 +7,10 @@
 // Keys: channels=0|1|3, dct=fast|accurate, fancy_upsampling=true|false,
 // feature=KEY, on_error=fail|skip, max_pixels=N, arithmetic=true|false,
 // decoder=cpu|gpu (default: the mount's --decoder), fallback=cpu|none (a
-// GPU view: images the GPU cannot decode go to the CPU, or fail).
+// GPU view: images the GPU cannot decode go to the CPU, or fail),
+// compression=auto|none|gzip|zlib (how TFRecord files are compressed: auto
+// by their name suffix, see CompressionFromName; the others for every file,
+// as TFRecordDataset's compression_type says for a whole dataset).
 // Errors: EINVAL naming the bad key or value.
 //
 // Fingerprint() names everything that changes a view's bytes; derived
@@ -17,12 +20,14 @@
 // Thread-safety: values.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "decode/example_codec.h"
 #include "decode/jpeg_decoder.h"
 #include "decode/jpeg_probe.h"
+#include "decode/tfrecord_compressed.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -52,6 +57,9 @@ struct ViewOptions {
   // A GPU view decodes what the GPU cannot (progressive, CMYK, a device
   // error, out of memory) on the CPU, counted in stat. Default: true.
   bool gpu_fallback = true;
+  // Compression of every TFRecord file; nullopt (auto): by name suffix.
+  // Uncompressed TFRecords are recognised either way. Default: nullopt.
+  std::optional<TfRecordCompression> compression;
 
   // "v1;channels=0;dct=fast;..." plus decoder_name; changes whenever any
   // input to the view's bytes does.

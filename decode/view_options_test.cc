@@ -45,12 +45,33 @@ TEST(ViewOptionsTest, AllKeys) {
   EXPECT_FALSE(o.probe.allow_arithmetic);
 }
 
+TEST(ViewOptionsTest, Compression) {
+  auto spec = ParseViewSpec("v");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_FALSE(spec->options.compression.has_value());
+  const std::string plain = spec->options.Fingerprint("cpu");
+  for (auto [word, want] : {std::pair{"none", TfRecordCompression::kNone},
+                            std::pair{"gzip", TfRecordCompression::kGzip},
+                            std::pair{"zlib", TfRecordCompression::kZlib}}) {
+    auto s = ParseViewSpec(std::string("v:compression=") + word);
+    ASSERT_TRUE(s.ok()) << word;
+    ASSERT_TRUE(s->options.compression.has_value()) << word;
+    EXPECT_EQ(want, *s->options.compression) << word;
+    EXPECT_NE(plain, s->options.Fingerprint("cpu")) << word;
+  }
+  // auto is the default, and names nothing: layouts made before stay valid.
+  auto a = ParseViewSpec("v:compression=auto");
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->options.compression.has_value());
+  EXPECT_EQ(plain, a->options.Fingerprint("cpu"));
+}
+
 TEST(ViewOptionsTest, Errors) {
   for (const char* bad :
        {"", ":channels=3", "a/b", "..", "v:channels=2", "v:dct=slow", "v:on_error=ignore",
         "v:channels", "v:nosuch=1", "v:max_pixels=0", "v:max_pixels=12x",
         "v:feature=", "v:feature=image/height", "v:arithmetic=maybe", "v:decoder=auto",
-        "v:decoder=cuda", "v:fallback=gpu"}) {
+        "v:decoder=cuda", "v:fallback=gpu", "v:compression=bz2", "v:compression="}) {
     auto spec = ParseViewSpec(bad);
     EXPECT_FALSE(spec.ok()) << bad;
     if (!spec.ok()) {

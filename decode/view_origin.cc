@@ -449,13 +449,14 @@ class ViewFile final : public OriginFile {
 
 }  // namespace
 
-RawViewKind ClassifyRawFile(std::string_view name, std::string_view head, ByteSource& src) {
+RawViewKind ClassifyRawFile(std::string_view name, std::string_view head, ByteSource& src,
+                            std::optional<TfRecordCompression> compression) {
   const auto* h = reinterpret_cast<const uint8_t*>(head.data());
   if (LooksLikeJpeg(h, head.size())) return RawViewKind::kJpeg;
   if (head.size() >= kTfRecordHeaderSize && IsTfRecord(h, head.size(), src.size())) {
     return RawViewKind::kTfRecord;
   }
-  const TfRecordCompression c = CompressionFromName(name);
+  const TfRecordCompression c = compression ? *compression : CompressionFromName(name);
   if (c != TfRecordCompression::kNone && SniffCompression(h, head.size()) == c &&
       IsCompressedTfRecord(src, c)) {
     return c == TfRecordCompression::kGzip ? RawViewKind::kGzipTfRecord
@@ -565,7 +566,7 @@ Result<RawViewKind> ViewOrigin::KindOf(const std::string& raw_path, const struct
   std::string head(std::min<uint64_t>(size, kHeadBytes), '\0');
   OriginByteSource src(file.get(), size);
   STOKER_RETURN_IF_ERROR(ReadExactly(src, head.data(), head.size(), 0, "file head"));
-  RawViewKind kind = ClassifyRawFile(BaseName(raw_path), head, src);
+  RawViewKind kind = ClassifyRawFile(BaseName(raw_path), head, src, spec_.options.compression);
   if (kind == RawViewKind::kJpeg && spec_.options.on_error == OnError::kSkip) {
     // Left out of the view if its header is bad. ENODATA with more of the
     // file to read: decided by the layout, which reads more.

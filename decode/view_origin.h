@@ -52,6 +52,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -71,7 +72,9 @@ enum class RawViewKind { kNone, kTfRecord, kGzipTfRecord, kZlibTfRecord, kJpeg }
 // Recognises a raw file from its first bytes (head, up to 4 KiB) and name.
 // src reads the whole raw file (only compressed TFRecords need more than
 // the head to be told apart).
-RawViewKind ClassifyRawFile(std::string_view name, std::string_view head, ByteSource& src);
+// compression: as ViewOptions::compression (nullopt: by name).
+RawViewKind ClassifyRawFile(std::string_view name, std::string_view head, ByteSource& src,
+                            std::optional<TfRecordCompression> compression = std::nullopt);
 
 class ViewOrigin final : public Origin {
  public:

@@ -338,9 +338,10 @@ TEST_F(ViewOriginTest, BadRecordsFollowOnError) {
   EXPECT_GE(counters().failed_reads.load(), 2u);
 }
 
-std::string Gzip(const std::string& in) {
+// window_bits: 16 + MAX_WBITS for GZIP, MAX_WBITS for ZLIB.
+std::string Deflated(const std::string& in, int window_bits) {
   z_stream zs{};
-  deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+  deflateInit2(&zs, 6, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY);
   std::string out(deflateBound(&zs, in.size()), '\0');
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
   zs.avail_in = in.size();
@@ -351,6 +352,8 @@ std::string Gzip(const std::string& in) {
   deflateEnd(&zs);
   return out;
 }
+std::string Gzip(const std::string& in) { return Deflated(in, 16 + MAX_WBITS); }
+std::string Zlib(const std::string& in) { return Deflated(in, MAX_WBITS); }
 
 // A GZIP TFRecord (by its name and content) reads as the view of the
 // inflated records, in pieces that start anywhere.
@@ -375,6 +378,30 @@ TEST_F(ViewOriginTest, GzipTfRecordKeepsItsNameAndDecodes) {
   auto got = ReadAll(".decoded/train/shard-1.gz", 7000);
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(*got, want);
+}
+
+// compression= names the compression of every TFRecord file, as
+// TFRecordDataset's compression_type does: shards without a suffix are in
+// such a view, and compression=none leaves out those with one.
+TEST_F(ViewOriginTest, CompressionOptionRecognisesShardsWithoutASuffix) {
+  WriteFile(dir_.Sub("origin/train/shard-z"), Zlib(shard_));
+  WriteFile(dir_.Sub("origin/train/shard-g"), Gzip(shard_));
+  WriteFile(dir_.Sub("origin/train/shard-1.gz"), Gzip(shard_));
+  Mount({"auto", "z:compression=zlib", "g:compression=gzip", "n:compression=none"});
+  const std::string want = Expected(shard_, false, ViewOptions{});
+  auto in_view = [&](const std::string& path) { return views_.origin->Stat(path).ok(); };
+  EXPECT_FALSE(in_view(".auto/train/shard-z"));
+  EXPECT_FALSE(in_view(".auto/train/shard-g"));
+  EXPECT_TRUE(in_view(".auto/train/shard-1.gz"));
+  EXPECT_FALSE(in_view(".z/train/shard-g"));
+  EXPECT_FALSE(in_view(".g/train/shard-z"));
+  EXPECT_FALSE(in_view(".n/train/shard-1.gz"));
+  for (const char* path : {".z/train/shard-z", ".g/train/shard-g", ".g/train/shard-1.gz",
+                           ".n/train/shard-0", ".z/train/shard-0"}) {
+    auto got = ReadAll(path, 7000);
+    ASSERT_TRUE(got.ok()) << path << ": " << got.status().message();
+    EXPECT_EQ(*got, want) << path;
+  }
 }
 
 // A record whose header probes but whose scan is cut short, under

@@ -467,7 +467,7 @@ Subcommand AddMountCommand(CLI::App& root) {
   app->add_option("--view", args->views,
                   "Show MOUNTPOINT/.NAME with TFRecord and JPEG files decoded: NAME[:OPTIONS], "
                   "options channels=0|1|3,dct=fast|accurate,feature=KEY,on_error=fail|skip,"
-                  "decoder=cpu|gpu,fallback=cpu|none; "
+                  "decoder=cpu|gpu,fallback=cpu|none,compression=auto|none|gzip|zlib; "
                   "repeatable")
       ->allow_extra_args(false);
   app->add_option("--decoder", args->decoder,

@@ -78,20 +78,41 @@ def test_view_pixels_equal_decode_jpeg(mounts, dataset, view, dct_method):
     m = mounts.make(root, args=view_args(view))
     name = "." + view.split(":")[0]
     for shard in ("shard-0", "shard-1"):
-        raw = records([m.mnt / "train" / shard])
-        decoded = records([m.mnt / name / "train" / shard])
-        assert len(raw) == len(decoded)
-        for r, d in zip(raw, decoded):
-            rf = tf.io.parse_single_example(r, {"image/encoded": FEATURES["image/encoded"],
-                                                "image/class/label": FEATURES["image/class/label"]})
-            want = tf.io.decode_jpeg(rf["image/encoded"], dct_method=dct_method).numpy()
-            f = tf.io.parse_single_example(d, FEATURES)
-            img = tf.reshape(tf.io.decode_raw(f["image/encoded"], tf.uint8),
-                             tf.stack([f["image/height"], f["image/width"],
-                                       f["image/channels"]])).numpy()
-            assert img.shape == want.shape
-            assert np.array_equal(img, want)
-            assert int(f["image/class/label"]) == int(rf["image/class/label"])
+        assert_decoded(records([m.mnt / "train" / shard]),
+                       records([m.mnt / name / "train" / shard]), dct_method)
+
+
+def assert_decoded(raw, decoded, dct_method=""):
+    """decoded (view records) is raw (records with JPEGs) with each image as
+    decode_raw + reshape of tf.io.decode_jpeg's pixels, bit for bit."""
+    assert len(raw) == len(decoded)
+    for r, d in zip(raw, decoded):
+        rf = tf.io.parse_single_example(r, {"image/encoded": FEATURES["image/encoded"],
+                                            "image/class/label": FEATURES["image/class/label"]})
+        want = tf.io.decode_jpeg(rf["image/encoded"], dct_method=dct_method).numpy()
+        f = tf.io.parse_single_example(d, FEATURES)
+        img = tf.reshape(tf.io.decode_raw(f["image/encoded"], tf.uint8),
+                         tf.stack([f["image/height"], f["image/width"],
+                                   f["image/channels"]])).numpy()
+        assert img.shape == want.shape
+        assert np.array_equal(img, want)
+        assert int(f["image/class/label"]) == int(rf["image/class/label"])
+
+
+def test_compressed_shards_read_as_plain_tfrecords(mounts, dataset):
+    """A GZIP shard (by its .gz name) and a ZLIB one without a suffix (by
+    compression=zlib) appear under their names as uncompressed view
+    TFRecords, which TFRecordDataset reads with no compression_type."""
+    root, _ = dataset
+    train = root / "train"
+    (train / "shard-2.tfrecord.gz").write_bytes(vd.gzip_bytes((train / "shard-0").read_bytes()))
+    (train / "shard-3").write_bytes(vd.zlib_bytes((train / "shard-1").read_bytes()))
+    m = mounts.make(root, args=view_args("decoded", "z:compression=zlib"))
+    assert "shard-3" not in lib.with_deadline(os.listdir, m.mnt / ".decoded" / "train")
+    for raw, comp, view in (("shard-2.tfrecord.gz", "GZIP", ".decoded"), ("shard-3", "ZLIB", ".z")):
+        raw_records = records([m.mnt / "train" / raw], compression_type=comp)
+        assert raw_records == records([train / raw], compression_type=comp)
+        assert_decoded(raw_records, lib.with_deadline(records, [m.mnt / view / "train" / raw]))
 
 
 def test_npy_equals_decode_jpeg(mounts, dataset):

@@ -3,8 +3,10 @@ libjpeg-turbo), TFRecord files shaped like the ImageNet ones, and readers
 for what a view returns (TFRecord framing with masked CRC-32C, tf.train.Example
 protobufs, .npy), written here so that the tests need no TensorFlow."""
 
+import gzip
 import io
 import struct
+import zlib
 
 import numpy as np
 from PIL import Image
@@ -221,3 +223,13 @@ def write_tfrecord(path, payloads):
     with open(path, "wb") as f:
         for p in payloads:
             f.write(tfrecord_frame(p))
+
+
+def gzip_bytes(data):
+    """data as a GZIP stream (TFRecordDataset's compression_type="GZIP")."""
+    return gzip.compress(data, mtime=0)
+
+
+def zlib_bytes(data):
+    """data as a ZLIB stream (compression_type="ZLIB")."""
+    return zlib.compress(data)
