@@ -557,9 +557,11 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     if (objects_.size() > options_.max_object_entries) TrimObjects();
     return o;
   };
-  // Not in the index (its disk was full): asked about as if never seen, so
-  // that it is recorded, and cached, as soon as there is room.
-  if (entry && entry->version->uncached) entry.reset();
+  // Not in the index (its disk was full): the origin is asked again and the
+  // version recorded, and cached, as soon as there is room. What the index
+  // holds for the path is older (or nothing): it must not stand for it.
+  const bool unrecorded = entry && entry->version->uncached;
+  if (unrecorded) entry.reset();
   if (entry && !force && fresh(entry->rec.validated_ns) && !entry->version->changed_at_origin) {
     return finish();
   }
@@ -578,13 +580,13 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     } else {
       return fail(r.status());
     }
-    if (known && !force && fresh(known->validated_ns)) {
+    if (known && !force && !unrecorded && fresh(known->validated_ns)) {
       entry = ObjectEntry{*known, MakeVersion(path, *known), false};
       return finish();
     }
   }
 
-  if (known && !force && !(entry && entry->version->changed_at_origin)) {
+  if (known && !force && !unrecorded && !(entry && entry->version->changed_at_origin)) {
     std::shared_ptr<ObjectVersion> held = entry ? entry->version : MakeVersion(path, *known);
     if (OriginBackingOff(*held)) {
       counters_.revalidations_skipped++;
