@@ -106,7 +106,6 @@ Result<std::unique_ptr<FileHandle>> OpenNode(FsContext& fs, fuse_ino_t ino, bool
   Result<bool> bound = fs.inodes.BindVersion(ino, opened.content_tag);
   if (!bound.ok() || !*bound) {
     LOG_DEBUG("open of node {} ('{}'): its version changed; ESTALE for a new node", ino, path);
-    if (fs.notifier != nullptr) fs.notifier->Invalidate(ino);  // and its entry
     return Status::Error(ESTALE, "the node's version changed");
   }
   h->file = std::move(opened.file);
@@ -198,9 +197,6 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
       st = fs.origin->CheckRead(h->derived_path, static_cast<uint64_t>(off), size);
     }
     if (!st.ok()) {
-      // The origin file changed under this version: the name's next open
-      // must reach a new node (see OpenNode), not this one.
-      if (st.code() == ESTALE && fs.notifier != nullptr) fs.notifier->Invalidate(ino);
       reply.Err(ErrnoFor(st));
       return;
     }

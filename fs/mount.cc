@@ -257,20 +257,8 @@ Status TakeOverSession(fuse_session* se, const DaemonRestart& restart) {
 Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_session* se,
              EarlyMount* early, FsContext& fs, ObjectCache& cache, ReadyLine& ready,
              const std::function<nlohmann::json()>& stats, SupervisorLink* link) {
-  // A node invalidated for a change of its file loses its directory entry
-  // too: the kernel would keep opening that node (ESTALE: a node serves one
-  // version) until the entry timed out; now it looks the name up again.
-  InvalNotifier notifier([se, &fs](uint64_t ino) {
-    const int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
-    Result<InodeTable::NodeInfo> node = fs.inodes.Info(ino);
-    if (node.ok() && node->parent != ino && !node->path.empty()) {
-      const size_t slash = node->path.rfind('/');
-      const std::string name =
-          slash == std::string::npos ? node->path : node->path.substr(slash + 1);
-      (void)fuse_lowlevel_notify_inval_entry(se, node->parent, name.c_str(), name.size());
-    }
-    return rc;
-  });
+  InvalNotifier notifier(
+      [se](uint64_t ino) { return fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); });
   fs.notifier = &notifier;
 
   const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
