@@ -31,10 +31,15 @@
 //
 // Reading: an open view file decodes exactly the records a read covers, on
 // the DecodePool, at the priority of whoever reads (a reader's thread:
-// kReader; the cache's prefetch: kReadahead; warm: kWarm). A record or file
-// the layout marks kFailed reads as zeros here, so that the cache chunk it
-// shares with good records can still be made and cached; CheckRead (which
-// fs/ calls before every read) answers EIO for any range that touches it.
+// kReader; the cache's prefetch: kReadahead; warm: kWarm). A reader that
+// waits on records another read is producing (the cache's collapsed miss on
+// a prefetch's or warm's fetch: Expedite; a record two reads of one open
+// file share) raises that read's decode batch to its own priority; so does
+// a stat waiting on another's layout of the file.
+// A record or file the layout marks kFailed reads as zeros here, so that the
+// cache chunk it shares with good records can still be made and cached;
+// CheckRead (which fs/ calls before every read) answers EIO for any range
+// that touches it.
 // A record that laid out but fails to decode (its entropy data is corrupt or
 // truncated) becomes kFailed the same way (MarkFailed). Under on_error=skip
 // that does not happen with the CPU decoder: the layout checks every JPEG
@@ -99,6 +104,16 @@ class ViewOrigin final : public Origin {
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
   bool IsDerived(const std::string& path) const override { return true; }
   Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override;
+  // Raises the decode batches producing path now (its reads' and its
+  // layout's, registered by AddBatch) to the priority of the calling thread
+  // (a reader's: kReader; a prefetch's: kReadahead), never down.
+  void Expedite(const std::string& path) override;
+
+  // A decode batch that works for path (a view path) until RemoveBatch:
+  // what Expedite(path) raises. Registered before the raw bytes it needs
+  // are read, so that a raise that comes first is kept for its run.
+  void AddBatch(const std::string& path, std::shared_ptr<DecodePool::Batch> batch);
+  void RemoveBatch(const std::string& path, const DecodePool::Batch* batch);
 
   // A record (or, for .npy, the file: record == SIZE_MAX) that laid out but
   // does not decode: its layout entry becomes kFailed, in the index and in
@@ -160,6 +175,11 @@ class ViewOrigin final : public Origin {
     size_t record = 0;
     RecordBytes bytes;
   };
+  // Decode batches at work, by view path, for Expedite.
+  std::mutex batches_mu_;
+  std::unordered_multimap<std::string, std::shared_ptr<DecodePool::Batch>>
+      batches_;  // GUARDED_BY(batches_mu_)
+
   std::mutex handoff_mu_;
   std::deque<HandedOffRecord> handed_off_;  // GUARDED_BY(handoff_mu_): oldest first
   uint64_t handed_off_bytes_ = 0;           // GUARDED_BY(handoff_mu_)

@@ -8,11 +8,16 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/cache_test_util.h"
@@ -94,7 +99,7 @@ class ViewOriginTest : public ::testing::Test {
     for (const auto& s : specs) v.push_back(*ParseViewSpec(s));
     auto raw = MakeOrigin(dir_.Sub("origin"));
     ASSERT_TRUE(raw.ok()) << raw.status().message();
-    auto m = MakeViewMount(*raw, v, DecodePoolOptions{2});
+    auto m = MakeViewMount(*raw, v, DecodePoolOptions{pool_threads_});
     ASSERT_TRUE(m.ok()) << m.status().message();
     views_ = std::move(m).value();
     CacheOptions o;
@@ -103,6 +108,7 @@ class ViewOriginTest : public ::testing::Test {
     o.chunk_size = 16 << 10;
     o.revalidate_seconds = 0;
     if (prefetch_bytes_) o.prefetch_bytes = *prefetch_bytes_;
+    if (dir_prefetch_files_) o.dir_prefetch_files = *dir_prefetch_files_;
     auto c = ObjectCache::Open(o, views_.origin);
     ASSERT_TRUE(c.ok()) << c.status().message();
     cache_ = std::move(c).value();
@@ -131,6 +137,8 @@ class ViewOriginTest : public ::testing::Test {
 
   ScratchDir dir_{"views"};
   std::optional<uint64_t> prefetch_bytes_;
+  std::optional<uint64_t> dir_prefetch_files_;
+  int pool_threads_ = 2;
   std::string shard_;
   std::string jpeg_;
   ViewMount views_;
@@ -192,6 +200,96 @@ TEST_F(ViewOriginTest, BigDirectoriesAreRecognisedInParallel) {
                     .ok());
     EXPECT_EQ(got, want);
   }
+}
+
+// Polls pred until it holds; false after a minute (a hang is a failure,
+// not a timeout of the whole run).
+bool Eventually(const std::function<bool()>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// A reader whose chunk a warm is producing (the cache collapses its miss
+// into the warm's fetch) raises the warm's decode jobs to its own priority:
+// they run before readahead work that was queued before the reader came,
+// not behind it.
+TEST_F(ViewOriginTest, AReaderJoiningAWarmRaisesItsDecodeJobs) {
+  prefetch_bytes_ = 0;
+  dir_prefetch_files_ = 0;
+  pool_threads_ = 1;
+  Mount({"decoded"});
+  DecodePool& pool = *views_.pool;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool blocking = false;
+  bool release = false;
+  std::thread gate([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      std::unique_lock<std::mutex> l(mu);
+      blocking = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  });
+  auto open_gate = [&] {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      release = true;
+    }
+    cv.notify_all();
+  };
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return blocking; });
+  }
+  const std::string path = ".decoded/train/shard-0";
+  const std::string want = Expected(shard_, false, ViewOptions{});
+  // The warm's fetch of the file decodes its three records at kWarm.
+  ASSERT_TRUE(cache_->Warm(path).ok());
+  bool queued = Eventually([&] { return pool.queued() >= 3; });
+  EXPECT_TRUE(queued) << "the warm's decode jobs never came";
+  std::optional<size_t> queued_when_ahead_ran;
+  std::thread ahead([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      queued_when_ahead_ran = pool.queued();
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReadahead, std::move(jobs));
+  });
+  queued = queued && Eventually([&] { return pool.queued() >= 4; });
+  const uint64_t collapsed = cache_->counters().collapsed_misses.load();
+  Status read_status;
+  std::string got;
+  std::thread reader([&] {
+    auto o = cache_->Open(path, false);
+    if (!o.ok()) {
+      read_status = o.status();
+      return;
+    }
+    ReadReply r;
+    read_status = cache_->Read(*o->file, 0, 5000, &r);
+    got = Materialize(r);
+  });
+  // Waiting on the warm's fetch now (and raised before it waits).
+  EXPECT_TRUE(queued &&
+              Eventually([&] { return cache_->counters().collapsed_misses.load() > collapsed; }))
+      << "the reader did not join the warm's fetch";
+  EXPECT_EQ(pool.jobs_raised(), 3u);
+  open_gate();
+  for (std::thread* t : {&gate, &ahead, &reader}) t->join();
+  ASSERT_TRUE(read_status.ok()) << read_status.message();
+  EXPECT_EQ(got, want.substr(0, 5000));
+  ASSERT_TRUE(queued_when_ahead_ran.has_value());
+  EXPECT_EQ(*queued_when_ahead_ran, 0u) << "the warm's jobs ran after the readahead work";
+  EXPECT_EQ(views_.Stats()["decode_jobs_raised"], 3);
 }
 
 TEST_F(ViewOriginTest, ServesWhatTheProducerMakesWithExactSizes) {
