@@ -743,12 +743,34 @@ Status ViewOrigin::ReadDir(const std::string& path,
   }));
   // Recognising a file not seen before reads its head at the origin: over a
   // NAS that is a round trip per file, so a big directory does it in parallel.
+  // Under skip a JPEG is listed only once laid out: the head does not tell
+  // whether its scan decodes, and a listed name must stat.
+  const bool lay_out_jpegs = spec_.options.on_error == OnError::kSkip;
+  STOKER_CHECK(!lay_out_jpegs || cache_ != nullptr, "a view origin used before Attach");
   std::vector<Result<RawViewKind>> kinds(raw_entries.size(), RawViewKind::kNone);
   std::atomic<size_t> next{0};
   auto classify = [&] {
     for (size_t i; (i = next.fetch_add(1)) < raw_entries.size();) {
       const OriginDirEntry& e = raw_entries[i];
-      if (S_ISREG(e.st.st_mode)) kinds[i] = KindOf(Join(path, e.name), e.st);
+      if (!S_ISREG(e.st.st_mode)) continue;
+      const std::string raw_path = Join(path, e.name);
+      kinds[i] = KindOf(raw_path, e.st);
+      if (!lay_out_jpegs || !kinds[i].ok() || *kinds[i] != RawViewKind::kJpeg ||
+          KnownLayout(raw_path, IdentityFromStat(e.st)) != nullptr) {
+        continue;
+      }
+      const std::string view_path = raw_path + std::string(kNpySuffix);
+      Result<ObjectCache::Opened> raw = cache_->OpenForDerived(raw_path);
+      Status s = raw.ok() ? LayoutOf(raw_path, view_path, RawViewKind::kJpeg, *raw).status()
+                          : raw.status();
+      if (s.ok()) continue;
+      if (s.code() == ENOENT) {
+        kinds[i] = s;  // does not decode (skipped), or gone
+      } else {
+        // The origin failed us, not the file: listed without its size, as
+        // under fail; a stat of it asks again.
+        LOG_DEBUG("view {}: laying out '{}' for a listing: {}", spec_.name, raw_path, s.message());
+      }
     }
   };
   std::vector<std::thread> helpers;

@@ -13,13 +13,18 @@
 //  - everything else (other files, symlinks, devices) is left out: ENOENT.
 // ReadDir recognises files by their first 4 KiB, read from the raw origin
 // (not the cache, so a listing never pulls whole chunks), remembered per
-// raw identity; an entry whose layout is not known yet comes without its
-// size (attrs_complete = false), so listing never scans raw files. Stat and
-// Open lay the file out: the raw file is opened in the cache
-// (ObjectCache::OpenForDerived) and its layout read from the index
-// (ObjectCache::GetDerived, keyed by the view's fingerprint) or computed by
-// one scan of the raw file through the cache and stored there. Concurrent
-// stats of one file scan it once.
+// raw identity. Under on_error=fail an entry whose layout is not known yet
+// comes without its size (attrs_complete = false), so listing a fail view
+// never scans raw files. Under on_error=skip a JPEG is listed only once laid
+// out (as Stat does, through the cache, in the listing's parallel step): its
+// head does not tell whether its scan decodes, and a name listed must not
+// then be ENOENT; such entries come with their sizes. (TFRecords are listed
+// by their head under skip too: a record that does not decode is left out
+// of the file, not the file out of the listing.) Stat and Open lay the file
+// out: the raw file is opened in the cache (ObjectCache::OpenForDerived) and
+// its layout read from the index (ObjectCache::GetDerived, keyed by the
+// view's fingerprint) or computed by one scan of the raw file through the
+// cache and stored there. Concurrent stats of one file scan it once.
 //
 // Attributes of a view entry are the raw entry's with st_dev set to the
 // view's device number (a hash of its name and fingerprint, top bit set),
@@ -50,7 +55,8 @@
 // in ViewStats.
 //
 // Thread-safety: all methods are thread-safe. Attach must be called once,
-// before the first Stat/Open of a file; the cache must outlive every call.
+// before the first Stat/Open of a file or listing of a skip view; the cache
+// must outlive every call.
 #pragma once
 
 #include <array>

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -200,6 +201,57 @@ TEST_F(ViewOriginTest, BigDirectoriesAreRecognisedInParallel) {
                     .ok());
     EXPECT_EQ(got, want);
   }
+}
+
+std::vector<OriginDirEntry> List(Origin& origin, const std::string& dir) {
+  std::vector<OriginDirEntry> entries;
+  Status s = origin.ReadDir(dir, [&](const OriginDirEntry& e) {
+    entries.push_back(e);
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s.message();
+  return entries;
+}
+
+// on_error=skip: a JPEG whose header is fine but whose scan is cut short is
+// not listed at all (a listed name must stat: glob then np.load), and what
+// is listed comes laid out, with its size. A fail view still lists it by its
+// head, without a size, scanning nothing.
+TEST_F(ViewOriginTest, ASkipListingLeavesOutAJpegThatDoesNotDecode) {
+  WriteFile(dir_.Sub("origin/train/cut.jpg"), Jpeg(120, 80, 8).substr(0, 900));
+  Mount({"skip:on_error=skip", "fail:on_error=fail"});
+  std::map<std::string, OriginDirEntry> skip;
+  for (const auto& e : List(*views_.origin, ".skip/train")) skip[e.name] = e;
+  EXPECT_EQ(counters().layouts_computed.load(), 1u);  // a.jpg; the TFRecord by its head
+  EXPECT_EQ(skip.count("cut.jpg.npy"), 0u);
+  ASSERT_EQ(skip.count("a.jpg.npy"), 1u);
+  ASSERT_EQ(skip.count("shard-0"), 1u);
+  EXPECT_TRUE(skip["a.jpg.npy"].attrs_complete);
+  EXPECT_EQ(static_cast<uint64_t>(skip["a.jpg.npy"].st.st_size),
+            Expected(jpeg_, true, ViewOptions{}).size());
+  for (const auto& [name, e] : skip) {
+    auto st = views_.origin->Stat(".skip/train/" + name);
+    ASSERT_TRUE(st.ok()) << name << ": " << st.status().message();
+    if (e.attrs_complete) EXPECT_EQ(st->st_size, e.st.st_size) << name;
+  }
+  EXPECT_EQ(views_.origin->Stat(".skip/train/cut.jpg.npy").status().code(), ENOENT);
+  EXPECT_NE(views_.stats->errors.Text().find(".skip/train/cut.jpg.npy: offset 0: "),
+            std::string::npos)
+      << views_.stats->errors.Text();
+
+  const uint64_t computed = counters().layouts_computed.load();
+  std::map<std::string, OriginDirEntry> fail;
+  for (const auto& e : List(*views_.origin, ".fail/train")) fail[e.name] = e;
+  ASSERT_EQ(fail.count("cut.jpg.npy"), 1u);
+  for (const auto& [name, e] : fail) EXPECT_FALSE(e.attrs_complete) << name;
+  EXPECT_EQ(counters().layouts_computed.load(), computed) << "a fail listing scans nothing";
+  // Its header is fine: a fail view lays it out (and reads it as EIO).
+  EXPECT_TRUE(views_.origin->Stat(".fail/train/cut.jpg.npy").ok());
+
+  // Listed again (from memory), the same.
+  std::set<std::string> again;
+  for (const auto& e : List(*views_.origin, ".skip/train")) again.insert(e.name);
+  EXPECT_EQ(again, (std::set<std::string>{"a.jpg.npy", "shard-0"}));
 }
 
 // Polls pred until it holds; false after a minute (a hang is a failure,
