@@ -775,9 +775,14 @@ Status ViewOrigin::ReadDir(const std::string& path,
   };
   std::vector<std::thread> helpers;
   const size_t want = std::min<size_t>(kReadDirThreads - 1, raw_entries.size() / 64);
+  // Helpers lay out at the caller's priority (a warm walk's: kWarm).
+  const std::optional<WorkerPool::Priority> priority = WorkerPool::CurrentPriority();
   for (size_t t = 0; t < want; ++t) {
     try {
-      helpers.emplace_back(classify);
+      helpers.emplace_back([&] {
+        WorkerPool::AsPriority as(priority);
+        classify();
+      });
     } catch (const std::system_error&) {
       break;  // no thread to be had: this one does it all
     }

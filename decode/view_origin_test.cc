@@ -344,6 +344,55 @@ TEST_F(ViewOriginTest, AReaderJoiningAWarmRaisesItsDecodeJobs) {
   EXPECT_EQ(views_.Stats()["decode_jobs_raised"], 3);
 }
 
+// A warm walk of a skip view lays its JPEGs out for its listing as warm
+// work (their checks queue below readers' and prefetch's), and a stat that
+// waits on such a layout raises its check to its own priority.
+TEST_F(ViewOriginTest, AWarmWalkOfASkipViewLaysOutAsWarmUntilAStatWaits) {
+  prefetch_bytes_ = 0;
+  dir_prefetch_files_ = 0;
+  pool_threads_ = 1;
+  Mount({"skip:on_error=skip"});
+  DecodePool& pool = *views_.pool;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool blocking = false;
+  bool release = false;
+  std::thread gate([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      std::unique_lock<std::mutex> l(mu);
+      blocking = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return blocking; });
+  }
+  ASSERT_TRUE(cache_->Warm(".skip/train").ok());
+  // The walk's listing checks a.jpg (the TFRecord is listed by its head).
+  const bool queued = Eventually([&] { return pool.queued() >= 1; });
+  EXPECT_TRUE(queued) << "the walk's listing did not check a.jpg";
+  EXPECT_EQ(pool.jobs_raised(), 0u);
+  std::optional<Result<struct stat>> st;
+  std::thread stat([&] { st.emplace(views_.origin->Stat(".skip/train/a.jpg.npy")); });
+  EXPECT_TRUE(queued && Eventually([&] { return pool.jobs_raised() >= 1; }))
+      << "the stat did not raise the warm's check";
+  {
+    std::lock_guard<std::mutex> l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  gate.join();
+  stat.join();
+  ASSERT_TRUE(st->ok()) << st->status().message();
+  EXPECT_EQ(static_cast<uint64_t>((*st)->st_size), Expected(jpeg_, true, ViewOptions{}).size());
+  EXPECT_EQ(pool.jobs_raised(), 1u);
+}
+
 TEST_F(ViewOriginTest, ServesWhatTheProducerMakesWithExactSizes) {
   Mount({"decoded", "acc:dct=accurate,channels=3"});
   for (const char* view : {"decoded", "acc"}) {
