@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cache/cache_test_util.h"
+#include "cache/worker_pool.h"
 #include "decode/cpu_jpeg_decoder.h"
 #include "decode/npy.h"
 #include "decode/testing/test_jpegs.h"
@@ -342,6 +343,84 @@ TEST_F(ViewOriginTest, AReaderJoiningAWarmRaisesItsDecodeJobs) {
   ASSERT_TRUE(queued_when_ahead_ran.has_value());
   EXPECT_EQ(*queued_when_ahead_ran, 0u) << "the warm's jobs ran after the readahead work";
   EXPECT_EQ(views_.Stats()["decode_jobs_raised"], 3);
+}
+
+// Two reads of one open view file that cut the same record: the one that
+// finds it being produced by the other (a warm's, here) raises the other's
+// decode batch to its own priority while it waits.
+TEST_F(ViewOriginTest, AReadWaitingOnAWarmReadsRecordRaisesIt) {
+  pool_threads_ = 1;
+  Mount({"decoded"});
+  DecodePool& pool = *views_.pool;
+  MemoryByteSource mem(shard_);
+  const ViewLayout l = *LayoutTfRecordView(mem, TfRecordCompression::kNone, ViewOptions{},
+                                           NewCpuJpegDecoder()->name());
+  ASSERT_EQ(l.records.size(), 3u);
+  const ViewRecord& cut = l.records[1];
+  ASSERT_GT(cut.out_size, 100u);
+  auto file = views_.views[0]->Open("train/shard-0");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool blocking = false;
+  bool release = false;
+  std::thread gate([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      std::unique_lock<std::mutex> l(mu);
+      blocking = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return blocking; });
+  }
+  // The warm's read: record 0 whole, record 1 cut; two jobs at kWarm.
+  std::string warm_buf(cut.out_offset + 10, '\0');
+  Result<size_t> warm_got = size_t{0};
+  std::thread warm([&] {
+    WorkerPool::AsPriority as(WorkerPool::Priority::kLow);
+    warm_got = (*file)->ReadAt(warm_buf.data(), warm_buf.size(), 0);
+  });
+  bool queued = Eventually([&] { return pool.queued() >= 2; });
+  EXPECT_TRUE(queued) << "the warm's read queued nothing";
+  std::optional<size_t> queued_when_ahead_ran;
+  std::thread ahead([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      queued_when_ahead_ran = pool.queued();
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReadahead, std::move(jobs));
+  });
+  queued = queued && Eventually([&] { return pool.queued() >= 3; });
+  // The reader's read: inside record 1 only, which the warm's read produces.
+  std::string reader_buf(10, '\0');
+  Result<size_t> reader_got = size_t{0};
+  std::thread reader([&] {
+    reader_got = (*file)->ReadAt(reader_buf.data(), reader_buf.size(), cut.out_offset + 20);
+  });
+  EXPECT_TRUE(queued && Eventually([&] { return pool.jobs_raised() >= 2; }))
+      << "the reader did not raise the warm's read";
+  {
+    std::lock_guard<std::mutex> g(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread* t : {&gate, &warm, &ahead, &reader}) t->join();
+  ASSERT_TRUE(warm_got.ok()) << warm_got.status().message();
+  ASSERT_TRUE(reader_got.ok()) << reader_got.status().message();
+  const std::string want = Expected(shard_, false, ViewOptions{});
+  EXPECT_EQ(warm_buf, want.substr(0, warm_buf.size()));
+  EXPECT_EQ(reader_buf, want.substr(cut.out_offset + 20, reader_buf.size()));
+  ASSERT_TRUE(queued_when_ahead_ran.has_value());
+  EXPECT_EQ(*queued_when_ahead_ran, 0u) << "the warm's jobs ran after the readahead work";
+  EXPECT_EQ(pool.jobs_raised(), 2u);
+  EXPECT_EQ(counters().records_decoded.load(), 2u) << "record 1 decoded once";
 }
 
 // A warm walk of a skip view lays its JPEGs out for its listing as warm
