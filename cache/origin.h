@@ -128,7 +128,7 @@ class Origin {
   // (a reader that joined a prefetch's or a warm's fetch of a chunk): an
   // origin that schedules its own work (a decoded view's decode jobs) may
   // move that work up to the caller's priority. A hint: it changes no
-  // result, and work that has not been queued yet is not found. Default:
+  // result, and work that has not begun yet may not be found. Default:
   // nothing.
   virtual void Expedite(const std::string& path) {}
   // Whether the origin answers now, for callers that hold an answer of

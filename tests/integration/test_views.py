@@ -427,6 +427,7 @@ def test_warm_decodes_in_background(mounts, tmp_path):
         lambda: (lambda st: st if st.get("warm_files_done", -1) >= n_files else None)(m.stats()),
         120, interval=0.2, what=f"warm_files_done == {n_files}")
     assert s["view_records_decoded"] >= 24 and s["view_images_decoded"] >= 4, s
+    assert s["decode_jobs_raised"] >= 0, s  # warm work raised for readers waiting on it
     before = m.stats()
     for p in view_files(m.mnt):
         assert len(read(p)) == os.stat(p).st_size
