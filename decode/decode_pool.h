@@ -68,7 +68,8 @@ class DecodePool {
   // statuses in order (ECANCELED for those dropped by Stop).
   std::vector<Status> RunAll(DecodePriority priority, std::vector<Job> jobs);
   // A batch for RunAll below; it may be run more than once, one RunAll at a
-  // time, and a raise carries over to its later runs.
+  // time, and a raise carries over to its later runs. It belongs to the
+  // first pool that runs or raises it: REQUIRES: no other pool does.
   static std::shared_ptr<Batch> NewBatch();
   // As above, as batch: at priority, or at what batch was raised to if
   // that is higher.
