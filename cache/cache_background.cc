@@ -273,6 +273,9 @@ Status ObjectCacheImpl::Warm(const std::string& path) {
 }
 
 void ObjectCacheImpl::WarmLoop() {
+  // The walk is warm work: what it causes (a decoded view's listing lays
+  // out files) queues behind readers and prefetch.
+  WorkerPool::AsPriority warm(WorkerPool::Priority::kLow);
   for (;;) {
     std::string root;
     bool counted = false;

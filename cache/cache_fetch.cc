@@ -42,6 +42,7 @@ Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, Ori
   std::vector<char> done(n, 0);
   Status first_error;
   const uint64_t max_run = std::max<uint64_t>(1, kMaxRunBytes / chunk_size_);
+  bool expedited = false;
   // Rounds: a flight abandoned by a prefetch (EAGAIN) is joined again.
   for (int round = 0; round < 8; ++round) {
     std::vector<std::shared_ptr<Fetcher::Flight>> flights(n);
@@ -108,6 +109,12 @@ Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, Ori
     }
     for (size_t i = 0; i < n; ++i) {
       if (done[i]) continue;
+      if (!expedited) {
+        // Who leads the fetch may produce it at a lower priority (a
+        // prefetch, a warm): a derived origin moves that work up to ours.
+        origin_->Expedite(v->path);
+        expedited = true;
+      }
       counters_.collapsed_misses++;
       auto r = Fetcher::Wait(flights[i]);
       if (r.ok()) {

@@ -125,6 +125,13 @@ class Origin {
   virtual Status CheckRead(const std::string& path, uint64_t off, uint64_t len) {
     return Status::OK();
   }
+  // A caller is waiting on data of path that other work is producing now
+  // (a reader that joined a prefetch's or a warm's fetch of a chunk): an
+  // origin that schedules its own work (a decoded view's decode jobs) may
+  // move that work up to the caller's priority. A hint: it changes no
+  // result, and work that has not begun yet may not be found. Default:
+  // nothing.
+  virtual void Expedite(const std::string& path) {}
   // Whether the origin answers now, for callers that hold an answer of
   // their own (a cached file's version, a listed directory) and should give
   // it, not wait for an unreachable server (cache/origin_backoff.h).

@@ -7,6 +7,12 @@ thread_local std::optional<WorkerPool::Priority> current_priority;
 
 std::optional<WorkerPool::Priority> WorkerPool::CurrentPriority() { return current_priority; }
 
+WorkerPool::AsPriority::AsPriority(std::optional<Priority> p) : saved_(current_priority) {
+  current_priority = p;
+}
+
+WorkerPool::AsPriority::~AsPriority() { current_priority = saved_; }
+
 WorkerPool::WorkerPool(int threads, size_t max_low_queued)
     : max_low_(max_low_queued < 1 ? 1 : max_low_queued) {
   if (threads < 1) threads = 1;

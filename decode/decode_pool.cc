@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 
@@ -24,6 +25,10 @@ struct DecodePool::Batch {
   std::mutex mu;
   std::condition_variable cv;
   size_t left = 0;  // GUARDED_BY(mu)
+  // The highest priority it was raised to, and where its jobs are queued
+  // now (-1: none queued). GUARDED_BY(the pool's mu_).
+  int raised_to = kDecodePriorities;
+  int queued_at = -1;
 
   void Finish(size_t i, Status s) {
     std::lock_guard<std::mutex> l(mu);
@@ -43,25 +48,68 @@ DecodePool::DecodePool(std::shared_ptr<JpegDecoder> decoder, const DecodePoolOpt
 
 DecodePool::~DecodePool() { Stop(); }
 
+std::shared_ptr<DecodePool::Batch> DecodePool::NewBatch() { return std::make_shared<Batch>(); }
+
 std::vector<Status> DecodePool::RunAll(DecodePriority priority, std::vector<Job> jobs) {
+  return RunAll(NewBatch(), priority, std::move(jobs));
+}
+
+std::vector<Status> DecodePool::RunAll(const std::shared_ptr<Batch>& batch, DecodePriority priority,
+                                       std::vector<Job> jobs) {
+  STOKER_CHECK(batch != nullptr, "RunAll of a null decode batch");
   if (jobs.empty()) return {};
-  auto batch = std::make_shared<Batch>();
-  batch->results.resize(jobs.size());
-  batch->left = jobs.size();
-  batch->jobs = std::move(jobs);
+  {
+    std::lock_guard<std::mutex> l(batch->mu);
+    batch->results.assign(jobs.size(), Status::OK());
+    batch->left = jobs.size();
+    batch->jobs = std::move(jobs);
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) {
       return std::vector<Status>(batch->jobs.size(),
                                  Status::Error(ECANCELED, "decode pool stopped"));
     }
-    auto& q = queues_[static_cast<int>(priority)];
+    const int at = std::min(static_cast<int>(priority), batch->raised_to);
+    if (at < static_cast<int>(priority)) jobs_raised_ += batch->jobs.size();
+    batch->queued_at = at;
+    auto& q = queues_[at];
     for (size_t i = 0; i < batch->jobs.size(); ++i) q.push_back(Task{batch, i});
   }
   cv_.notify_all();
-  std::unique_lock<std::mutex> l(batch->mu);
-  batch->cv.wait(l, [&] { return batch->left == 0; });
-  return std::move(batch->results);
+  std::vector<Status> results;
+  {
+    std::unique_lock<std::mutex> l(batch->mu);
+    batch->cv.wait(l, [&] { return batch->left == 0; });
+    results = std::move(batch->results);
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  batch->queued_at = -1;  // every job was taken off its queue
+  return results;
+}
+
+void DecodePool::Raise(Batch& batch, DecodePriority to) {
+  const int target = static_cast<int>(to);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (batch.raised_to <= target) return;
+    batch.raised_to = target;
+    if (batch.queued_at <= target) return;  // none queued, or queued as high already
+    auto& from = queues_[batch.queued_at];
+    auto& into = queues_[target];
+    size_t moved = 0;
+    for (auto it = from.begin(); it != from.end();) {
+      if (it->batch.get() != &batch) {
+        ++it;
+        continue;
+      }
+      into.push_back(std::move(*it));
+      it = from.erase(it);
+      ++moved;
+    }
+    batch.queued_at = target;
+    jobs_raised_ += moved;
+  }
 }
 
 void DecodePool::Stop() {

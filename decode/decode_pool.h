@@ -10,6 +10,11 @@
 // (decoder()): the seam where a GPU backend (nvJPEG) replaces the CPU one.
 // Its output goes into buffers() (output_buffers.h), reused across jobs.
 //
+// A batch keeps the priority it was queued at unless it is raised: a
+// reader that finds the bytes it wants being made by another's batch (a
+// prefetch's, a warm's) raises that batch to its own priority (Raise), so
+// that it does not wait behind all the other readahead or warm work.
+//
 // Stop (or the destructor) fails what is still queued with ECANCELED and
 // joins the threads; running jobs finish first.
 //
@@ -45,6 +50,9 @@ struct DecodePoolOptions {
 class DecodePool {
  public:
   using Job = std::function<Status()>;
+  // A batch of jobs, made before it is queued, so that another thread can
+  // raise it (Raise) while it waits or is about to be run. Opaque.
+  struct Batch;
   // REQUIRES: decoder != nullptr.
   DecodePool(std::shared_ptr<JpegDecoder> decoder, const DecodePoolOptions& options = {});
   ~DecodePool();
@@ -59,17 +67,32 @@ class DecodePool {
   // Runs every job at priority and waits for all of them; returns their
   // statuses in order (ECANCELED for those dropped by Stop).
   std::vector<Status> RunAll(DecodePriority priority, std::vector<Job> jobs);
+  // A batch for RunAll below; it may be run more than once, one RunAll at a
+  // time, and a raise carries over to its later runs. It belongs to the
+  // first pool that runs or raises it: REQUIRES: no other pool does.
+  static std::shared_ptr<Batch> NewBatch();
+  // As above, as batch: at priority, or at what batch was raised to if
+  // that is higher.
+  // REQUIRES: batch != nullptr and no other RunAll of it is running.
+  std::vector<Status> RunAll(const std::shared_ptr<Batch>& batch, DecodePriority priority,
+                             std::vector<Job> jobs);
+  // Moves batch's jobs that are still queued up to priority to, behind the
+  // jobs queued there already; never down. A batch not queued yet is queued
+  // at to when it is run. Jobs running or done are as they were.
+  void Raise(Batch& batch, DecodePriority to);
 
   void Stop();
   // Gauges for stats: jobs waiting, and jobs running now.
   size_t queued() const;
   size_t running() const { return running_.load(); }
+  // Jobs queued above the priority their batch was run at, by Raise
+  // (counter, for stats).
+  uint64_t jobs_raised() const { return jobs_raised_.load(); }
   // Jobs finished per second over the last kRateWindowSeconds.
   static constexpr int kRateWindowSeconds = 10;
   double RecentJobsPerSecond() const;
 
  private:
-  struct Batch;
   struct Task {
     std::shared_ptr<Batch> batch;
     size_t index = 0;
@@ -85,6 +108,7 @@ class DecodePool {
   // Finish times (steady clock, ns) of the jobs of the last window.
   mutable std::deque<int64_t> finished_;  // GUARDED_BY(mu_)
   std::atomic<size_t> running_{0};
+  std::atomic<uint64_t> jobs_raised_{0};
   std::vector<std::thread> threads_;
 };
 

@@ -117,6 +117,88 @@ TEST(DecodePoolTest, HigherPriorityRunsFirst) {
   EXPECT_EQ(order, (std::vector<std::string>{"reader", "readahead", "warm"}));
 }
 
+// A batch raised while it waits runs as if queued at its new priority
+// (behind what was queued there already, before what is queued below);
+// raising it down changes nothing.
+TEST(DecodePoolTest, ARaisedBatchRunsAtItsNewPriority) {
+  DecodePool pool(Decoder(), DecodePoolOptions{1});
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  bool blocking = false;
+  std::vector<std::string> order;
+  std::thread blocker([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      std::unique_lock<std::mutex> l(mu);
+      blocking = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return blocking; });
+  }
+  auto submit = [&](std::shared_ptr<DecodePool::Batch> batch, DecodePriority p, const char* name,
+                    int n) {
+    return std::thread([&pool, &mu, &order, batch, p, name, n] {
+      std::vector<DecodePool::Job> jobs;
+      for (int i = 0; i < n; ++i) {
+        jobs.push_back([&mu, &order, name] {
+          std::lock_guard<std::mutex> l(mu);
+          order.push_back(name);
+          return Status::OK();
+        });
+      }
+      for (const Status& s : pool.RunAll(batch, p, std::move(jobs))) EXPECT_TRUE(s.ok());
+    });
+  };
+  auto warm_batch = DecodePool::NewBatch();
+  auto ahead_batch = DecodePool::NewBatch();
+  std::thread warm = submit(warm_batch, DecodePriority::kWarm, "warm", 3);
+  while (pool.queued() < 3) std::this_thread::yield();
+  std::thread ahead = submit(ahead_batch, DecodePriority::kReadahead, "readahead", 2);
+  while (pool.queued() < 5) std::this_thread::yield();
+  pool.Raise(*ahead_batch, DecodePriority::kWarm);  // down: nothing moves
+  EXPECT_EQ(pool.jobs_raised(), 0u);
+  pool.Raise(*warm_batch, DecodePriority::kReader);
+  EXPECT_EQ(pool.jobs_raised(), 3u);
+  pool.Raise(*warm_batch, DecodePriority::kReadahead);  // down from reader: nothing moves
+  EXPECT_EQ(pool.jobs_raised(), 3u);
+  EXPECT_EQ(pool.queued(), 5u);
+  {
+    std::lock_guard<std::mutex> l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread* t : {&blocker, &warm, &ahead}) t->join();
+  EXPECT_EQ(order, (std::vector<std::string>{"warm", "warm", "warm", "readahead", "readahead"}));
+}
+
+// Raised before it is run, a batch is queued at the raised priority, and
+// stays raised for its next runs; RunAll(priority, jobs) is such a run of
+// a fresh batch.
+TEST(DecodePoolTest, ABatchRaisedBeforeItIsRunIsQueuedRaised) {
+  DecodePool pool(Decoder(), DecodePoolOptions{1});
+  auto batch = DecodePool::NewBatch();
+  pool.Raise(*batch, DecodePriority::kReadahead);
+  EXPECT_EQ(pool.jobs_raised(), 0u);
+  for (int run = 0; run < 2; ++run) {
+    std::vector<DecodePool::Job> jobs(2, [] { return Status::OK(); });
+    for (const Status& s : pool.RunAll(batch, DecodePriority::kWarm, std::move(jobs))) {
+      EXPECT_TRUE(s.ok());
+    }
+  }
+  EXPECT_EQ(pool.jobs_raised(), 4u);
+  std::vector<DecodePool::Job> jobs(2, [] { return Status::OK(); });
+  (void)pool.RunAll(batch, DecodePriority::kReader, std::move(jobs));  // not lower: not raised
+  (void)pool.RunAll(DecodePriority::kWarm, {[] { return Status::OK(); }});
+  EXPECT_EQ(pool.jobs_raised(), 4u);
+}
+
 TEST(DecodePoolTest, StopCancelsWhatIsQueued) {
   auto pool = std::make_unique<DecodePool>(Decoder(), DecodePoolOptions{1});
   pool->Stop();

@@ -82,6 +82,11 @@ Status ViewNamespace::CheckRead(const std::string& path, uint64_t off, uint64_t 
   return Status::OK();
 }
 
+void ViewNamespace::Expedite(const std::string& path) {
+  std::string rest;
+  if (ViewOrigin* v = Route(path, &rest)) v->Expedite(rest);
+}
+
 void ViewMount::Attach(ObjectCache* cache) {
   for (const auto& v : views) v->Attach(cache);
 }
@@ -119,6 +124,8 @@ nlohmann::json ViewMount::Stats() const {
   j["decode_running"] = pool ? pool->running() : 0;
   j["decode_threads"] = pool ? pool->threads() : 0;
   j["decode_images_per_second"] = pool ? pool->RecentJobsPerSecond() : 0.0;
+  // Jobs of a prefetch or warm raised for a reader that waits on them.
+  j["decode_jobs_raised"] = pool ? pool->jobs_raised() : 0;
   return j;
 }
 

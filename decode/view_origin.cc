@@ -90,6 +90,25 @@ DecodePriority CurrentDecodePriority() {
   return *p == WorkerPool::Priority::kHigh ? DecodePriority::kReadahead : DecodePriority::kWarm;
 }
 
+// A decode batch that ViewOrigin::Expedite finds under a view path while
+// it lives: from before the raw bytes it decodes are read until it has run.
+class RegisteredBatch {
+ public:
+  RegisteredBatch(ViewOrigin* owner, std::string path)
+      : owner_(owner), path_(std::move(path)), batch_(DecodePool::NewBatch()) {
+    owner_->AddBatch(path_, batch_);
+  }
+  ~RegisteredBatch() { owner_->RemoveBatch(path_, batch_.get()); }
+  RegisteredBatch(const RegisteredBatch&) = delete;
+  RegisteredBatch& operator=(const RegisteredBatch&) = delete;
+  const std::shared_ptr<DecodePool::Batch>& get() const { return batch_; }
+
+ private:
+  ViewOrigin* const owner_;
+  const std::string path_;
+  const std::shared_ptr<DecodePool::Batch> batch_;
+};
+
 TfRecordCompression CompressionOf(RawViewKind kind) {
   switch (kind) {
     case RawViewKind::kGzipTfRecord:
@@ -123,6 +142,7 @@ class ViewFile final : public OriginFile {
     std::shared_ptr<JpegDecoder> decoder;
     std::shared_ptr<ViewStats> stats;
     std::string view_path;        // as the mount shows it, for messages
+    std::string path;             // relative to the view's root, for Expedite
     ViewOrigin* owner = nullptr;  // outlives every ViewFile (view_namespace.h)
     std::string raw_path;
   };
@@ -177,6 +197,7 @@ class ViewFile final : public OriginFile {
       image = npy_;
     }
     if (!image) {
+      RegisteredBatch batch(p_.owner, p_.path);
       if (src_.size() > kMaxJpegFileBytes) {
         return DataError(0, Status::Error(EFBIG, "jpeg file of " + std::to_string(src_.size()) +
                                                      " bytes is too large to decode"));
@@ -192,7 +213,8 @@ class ViewFile final : public OriginFile {
         return ProduceNpyView(l, jpeg, p_.options, *p_.decoder, reinterpret_cast<uint8_t*>(to),
                               l.size);
       });
-      std::vector<Status> st = p_.pool->RunAll(CurrentDecodePriority(), std::move(jobs));
+      std::vector<Status> st =
+          p_.pool->RunAll(batch.get(), CurrentDecodePriority(), std::move(jobs));
       if (!st[0].ok()) {
         Status e = DataError(0, st[0]);
         if (IsWorldError(st[0].code()) || !MarkFailed(kWholeFile, st[0]).ok()) return e;
@@ -260,6 +282,8 @@ class ViewFile final : public OriginFile {
   // neighbouring chunks at once, and a record may straddle them): waited
   // for, not decoded twice.
   struct Pending {
+    explicit Pending(std::shared_ptr<DecodePool::Batch> b) : batch(std::move(b)) {}
+    const std::shared_ptr<DecodePool::Batch> batch;  // what produces it: a waiter raises it
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;                   // GUARDED_BY(mu)
@@ -313,6 +337,7 @@ class ViewFile final : public OriginFile {
     std::vector<char> direct(last - first, 0);
     std::vector<size_t> need;
     std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
+    RegisteredBatch batch(p_.owner, p_.path);
     Producing producing(this);
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -332,7 +357,7 @@ class ViewFile final : public OriginFile {
           direct[i - first] = 1;
         } else {
           need.push_back(i);
-          auto p = std::make_shared<Pending>();
+          auto p = std::make_shared<Pending>(batch.get());
           inflight_[i] = p;
           producing.Add(i, std::move(p));
         }
@@ -359,7 +384,8 @@ class ViewFile final : public OriginFile {
                                            reinterpret_cast<uint8_t*>(to), r->out_size);
         });
       }
-      std::vector<Status> st = p_.pool->RunAll(CurrentDecodePriority(), std::move(jobs));
+      std::vector<Status> st =
+          p_.pool->RunAll(batch.get(), CurrentDecodePriority(), std::move(jobs));
       for (size_t k = 0; k < need.size(); ++k) {
         const ViewRecord& r = l.records[need[k]];
         if (!st[k].ok()) {
@@ -397,6 +423,9 @@ class ViewFile final : public OriginFile {
     producing.Finish(Status::OK());
     // Only now, having produced ours: two reads waiting on each other's
     // records both get there.
+    // Whoever produces them may do it at a lower priority (a prefetch's,
+    // a warm's): not behind all the other work of that priority.
+    for (const auto& [i, p] : others) p_.pool->Raise(*p->batch, CurrentDecodePriority());
     for (const auto& [i, p] : others) {
       std::unique_lock<std::mutex> g(p->mu);
       p->cv.wait(g, [&p = p] { return p->done; });
@@ -589,8 +618,14 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
                                                                const ObjectCache::Opened& raw) {
   const OriginIdentity id = IdentityFromStat(raw.st);
   if (auto known = KnownLayout(raw_path, id)) return known;
-  std::lock_guard<std::mutex> stripe(
-      layout_stripes_[std::hash<std::string>()(raw_path) % layout_stripes_.size()]);
+  std::unique_lock<std::mutex> stripe(
+      layout_stripes_[std::hash<std::string>()(raw_path) % layout_stripes_.size()],
+      std::try_to_lock);
+  if (!stripe.owns_lock()) {
+    // Most likely laid out by another now, maybe a warm's: raise its check.
+    Expedite(view_path);
+    stripe.lock();
+  }
   if (auto known = KnownLayout(raw_path, id)) return known;
 
   const std::string shown = prefix_ + "/" + view_path;
@@ -615,15 +650,18 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
     // Under skip every JPEG is checked to decode before it gets a place
     // (view_layout.h): on the pool, at the priority of whoever waits.
     JpegCheck check;
+    std::optional<RegisteredBatch> batch;
     if (spec_.options.on_error == OnError::kSkip) {
-      check = [this](const std::vector<std::string_view>& jpegs) {
+      batch.emplace(this, view_path);
+      check = [this, &batch](const std::vector<std::string_view>& jpegs) {
         std::vector<DecodePool::Job> jobs;
         for (std::string_view j : jpegs) {
           jobs.push_back([j] {
             return CheckJpegDecodes(reinterpret_cast<const uint8_t*>(j.data()), j.size());
           });
         }
-        std::vector<Status> st = pool_->RunAll(CurrentDecodePriority(), std::move(jobs));
+        std::vector<Status> st =
+            pool_->RunAll(batch->get(), CurrentDecodePriority(), std::move(jobs));
         stats_->counters.images_checked += jpegs.size();
         return st;
       };
@@ -706,19 +744,46 @@ Status ViewOrigin::ReadDir(const std::string& path,
   }));
   // Recognising a file not seen before reads its head at the origin: over a
   // NAS that is a round trip per file, so a big directory does it in parallel.
+  // Under skip a JPEG is listed only once laid out: the head does not tell
+  // whether its scan decodes, and a listed name must stat.
+  const bool lay_out_jpegs = spec_.options.on_error == OnError::kSkip;
+  STOKER_CHECK(!lay_out_jpegs || cache_ != nullptr, "a view origin used before Attach");
   std::vector<Result<RawViewKind>> kinds(raw_entries.size(), RawViewKind::kNone);
   std::atomic<size_t> next{0};
   auto classify = [&] {
     for (size_t i; (i = next.fetch_add(1)) < raw_entries.size();) {
       const OriginDirEntry& e = raw_entries[i];
-      if (S_ISREG(e.st.st_mode)) kinds[i] = KindOf(Join(path, e.name), e.st);
+      if (!S_ISREG(e.st.st_mode)) continue;
+      const std::string raw_path = Join(path, e.name);
+      kinds[i] = KindOf(raw_path, e.st);
+      if (!lay_out_jpegs || !kinds[i].ok() || *kinds[i] != RawViewKind::kJpeg ||
+          KnownLayout(raw_path, IdentityFromStat(e.st)) != nullptr) {
+        continue;
+      }
+      const std::string view_path = raw_path + std::string(kNpySuffix);
+      Result<ObjectCache::Opened> raw = cache_->OpenForDerived(raw_path);
+      Status s = raw.ok() ? LayoutOf(raw_path, view_path, RawViewKind::kJpeg, *raw).status()
+                          : raw.status();
+      if (s.ok()) continue;
+      if (s.code() == ENOENT) {
+        kinds[i] = s;  // does not decode (skipped), or gone
+      } else {
+        // The origin failed us, not the file: listed without its size, as
+        // under fail; a stat of it asks again.
+        LOG_DEBUG("view {}: laying out '{}' for a listing: {}", spec_.name, raw_path, s.message());
+      }
     }
   };
   std::vector<std::thread> helpers;
   const size_t want = std::min<size_t>(kReadDirThreads - 1, raw_entries.size() / 64);
+  // Helpers lay out at the caller's priority (a warm walk's: kWarm).
+  const std::optional<WorkerPool::Priority> priority = WorkerPool::CurrentPriority();
   for (size_t t = 0; t < want; ++t) {
     try {
-      helpers.emplace_back(classify);
+      helpers.emplace_back([&] {
+        WorkerPool::AsPriority as(priority);
+        classify();
+      });
     } catch (const std::system_error&) {
       break;  // no thread to be had: this one does it all
     }
@@ -819,6 +884,34 @@ Status ViewOrigin::CheckRead(const std::string& path, uint64_t off, uint64_t len
   return Status::OK();
 }
 
+void ViewOrigin::Expedite(const std::string& path) {
+  std::vector<std::shared_ptr<DecodePool::Batch>> raise;
+  {
+    std::lock_guard<std::mutex> l(batches_mu_);
+    auto [a, b] = batches_.equal_range(path);
+    for (auto it = a; it != b; ++it) raise.push_back(it->second);
+  }
+  const DecodePriority to = CurrentDecodePriority();
+  for (const auto& batch : raise) pool_->Raise(*batch, to);
+}
+
+void ViewOrigin::AddBatch(const std::string& path, std::shared_ptr<DecodePool::Batch> batch) {
+  std::lock_guard<std::mutex> l(batches_mu_);
+  batches_.emplace(path, std::move(batch));
+}
+
+void ViewOrigin::RemoveBatch(const std::string& path, const DecodePool::Batch* batch) {
+  std::lock_guard<std::mutex> l(batches_mu_);
+  auto [a, b] = batches_.equal_range(path);
+  for (auto it = a; it != b; ++it) {
+    if (it->second.get() == batch) {
+      batches_.erase(it);
+      return;
+    }
+  }
+  STOKER_CHECK(false, "a decode batch removed that was never added");
+}
+
 Result<std::string> ViewOrigin::ReadLink(const std::string& path) {
   return Status::Invalid("views hold no symlinks");
 }
@@ -837,6 +930,7 @@ Result<std::unique_ptr<OriginFile>> ViewOrigin::Open(const std::string& path) {
   p.decoder = decoder_;
   p.stats = stats_;
   p.view_path = prefix_ + "/" + path;
+  p.path = path;
   p.owner = this;
   p.raw_path = r.raw_path;
   return std::unique_ptr<OriginFile>(std::make_unique<ViewFile>(std::move(p)));

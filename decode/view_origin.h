@@ -13,13 +13,18 @@
 //  - everything else (other files, symlinks, devices) is left out: ENOENT.
 // ReadDir recognises files by their first 4 KiB, read from the raw origin
 // (not the cache, so a listing never pulls whole chunks), remembered per
-// raw identity; an entry whose layout is not known yet comes without its
-// size (attrs_complete = false), so listing never scans raw files. Stat and
-// Open lay the file out: the raw file is opened in the cache
-// (ObjectCache::OpenForDerived) and its layout read from the index
-// (ObjectCache::GetDerived, keyed by the view's fingerprint) or computed by
-// one scan of the raw file through the cache and stored there. Concurrent
-// stats of one file scan it once.
+// raw identity. Under on_error=fail an entry whose layout is not known yet
+// comes without its size (attrs_complete = false), so listing a fail view
+// never scans raw files. Under on_error=skip a JPEG is listed only once laid
+// out (as Stat does, through the cache, in the listing's parallel step): its
+// head does not tell whether its scan decodes, and a name listed must not
+// then be ENOENT; such entries come with their sizes. (TFRecords are listed
+// by their head under skip too: a record that does not decode is left out
+// of the file, not the file out of the listing.) Stat and Open lay the file
+// out: the raw file is opened in the cache (ObjectCache::OpenForDerived) and
+// its layout read from the index (ObjectCache::GetDerived, keyed by the
+// view's fingerprint) or computed by one scan of the raw file through the
+// cache and stored there. Concurrent stats of one file scan it once.
 //
 // Attributes of a view entry are the raw entry's with st_dev set to the
 // view's device number (a hash of its name and fingerprint, top bit set),
@@ -31,10 +36,15 @@
 //
 // Reading: an open view file decodes exactly the records a read covers, on
 // the DecodePool, at the priority of whoever reads (a reader's thread:
-// kReader; the cache's prefetch: kReadahead; warm: kWarm). A record or file
-// the layout marks kFailed reads as zeros here, so that the cache chunk it
-// shares with good records can still be made and cached; CheckRead (which
-// fs/ calls before every read) answers EIO for any range that touches it.
+// kReader; the cache's prefetch: kReadahead; warm: kWarm). A reader that
+// waits on records another read is producing (the cache's collapsed miss on
+// a prefetch's or warm's fetch: Expedite; a record two reads of one open
+// file share) raises that read's decode batch to its own priority; so does
+// a stat waiting on another's layout of the file.
+// A record or file the layout marks kFailed reads as zeros here, so that the
+// cache chunk it shares with good records can still be made and cached;
+// CheckRead (which fs/ calls before every read) answers EIO for any range
+// that touches it.
 // A record that laid out but fails to decode (its entropy data is corrupt or
 // truncated) becomes kFailed the same way (MarkFailed). Under on_error=skip
 // that does not happen with the CPU decoder: the layout checks every JPEG
@@ -45,7 +55,8 @@
 // in ViewStats.
 //
 // Thread-safety: all methods are thread-safe. Attach must be called once,
-// before the first Stat/Open of a file; the cache must outlive every call.
+// before the first Stat/Open of a file or listing of a skip view; the cache
+// must outlive every call.
 #pragma once
 
 #include <array>
@@ -102,6 +113,16 @@ class ViewOrigin final : public Origin {
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
   bool IsDerived(const std::string& path) const override { return true; }
   Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override;
+  // Raises the decode batches producing path now (its reads' and its
+  // layout's, registered by AddBatch) to the priority of the calling thread
+  // (a reader's: kReader; a prefetch's: kReadahead), never down.
+  void Expedite(const std::string& path) override;
+
+  // A decode batch that works for path (a view path) until RemoveBatch:
+  // what Expedite(path) raises. Registered before the raw bytes it needs
+  // are read, so that a raise that comes first is kept for its run.
+  void AddBatch(const std::string& path, std::shared_ptr<DecodePool::Batch> batch);
+  void RemoveBatch(const std::string& path, const DecodePool::Batch* batch);
 
   // A record (or, for .npy, the file: record == SIZE_MAX) that laid out but
   // does not decode: its layout entry becomes kFailed, in the index and in
@@ -163,6 +184,11 @@ class ViewOrigin final : public Origin {
     size_t record = 0;
     RecordBytes bytes;
   };
+  // Decode batches at work, by view path, for Expedite.
+  std::mutex batches_mu_;
+  std::unordered_multimap<std::string, std::shared_ptr<DecodePool::Batch>>
+      batches_;  // GUARDED_BY(batches_mu_)
+
   std::mutex handoff_mu_;
   std::deque<HandedOffRecord> handed_off_;  // GUARDED_BY(handoff_mu_): oldest first
   uint64_t handed_off_bytes_ = 0;           // GUARDED_BY(handoff_mu_)

@@ -8,14 +8,21 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/cache_test_util.h"
+#include "cache/worker_pool.h"
 #include "decode/cpu_jpeg_decoder.h"
 #include "decode/npy.h"
 #include "decode/testing/test_jpegs.h"
@@ -94,7 +101,7 @@ class ViewOriginTest : public ::testing::Test {
     for (const auto& s : specs) v.push_back(*ParseViewSpec(s));
     auto raw = MakeOrigin(dir_.Sub("origin"));
     ASSERT_TRUE(raw.ok()) << raw.status().message();
-    auto m = MakeViewMount(*raw, v, DecodePoolOptions{2});
+    auto m = MakeViewMount(*raw, v, DecodePoolOptions{pool_threads_});
     ASSERT_TRUE(m.ok()) << m.status().message();
     views_ = std::move(m).value();
     CacheOptions o;
@@ -103,6 +110,7 @@ class ViewOriginTest : public ::testing::Test {
     o.chunk_size = 16 << 10;
     o.revalidate_seconds = 0;
     if (prefetch_bytes_) o.prefetch_bytes = *prefetch_bytes_;
+    if (dir_prefetch_files_) o.dir_prefetch_files = *dir_prefetch_files_;
     auto c = ObjectCache::Open(o, views_.origin);
     ASSERT_TRUE(c.ok()) << c.status().message();
     cache_ = std::move(c).value();
@@ -131,6 +139,8 @@ class ViewOriginTest : public ::testing::Test {
 
   ScratchDir dir_{"views"};
   std::optional<uint64_t> prefetch_bytes_;
+  std::optional<uint64_t> dir_prefetch_files_;
+  int pool_threads_ = 2;
   std::string shard_;
   std::string jpeg_;
   ViewMount views_;
@@ -192,6 +202,274 @@ TEST_F(ViewOriginTest, BigDirectoriesAreRecognisedInParallel) {
                     .ok());
     EXPECT_EQ(got, want);
   }
+}
+
+std::vector<OriginDirEntry> List(Origin& origin, const std::string& dir) {
+  std::vector<OriginDirEntry> entries;
+  Status s = origin.ReadDir(dir, [&](const OriginDirEntry& e) {
+    entries.push_back(e);
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s.message();
+  return entries;
+}
+
+// on_error=skip: a JPEG whose header is fine but whose scan is cut short is
+// not listed at all (a listed name must stat: glob then np.load), and what
+// is listed comes laid out, with its size. A fail view still lists it by its
+// head, without a size, scanning nothing.
+TEST_F(ViewOriginTest, ASkipListingLeavesOutAJpegThatDoesNotDecode) {
+  WriteFile(dir_.Sub("origin/train/cut.jpg"), Jpeg(120, 80, 8).substr(0, 900));
+  Mount({"skip:on_error=skip", "fail:on_error=fail"});
+  std::map<std::string, OriginDirEntry> skip;
+  for (const auto& e : List(*views_.origin, ".skip/train")) skip[e.name] = e;
+  EXPECT_EQ(counters().layouts_computed.load(), 1u);  // a.jpg; the TFRecord by its head
+  EXPECT_EQ(skip.count("cut.jpg.npy"), 0u);
+  ASSERT_EQ(skip.count("a.jpg.npy"), 1u);
+  ASSERT_EQ(skip.count("shard-0"), 1u);
+  EXPECT_TRUE(skip["a.jpg.npy"].attrs_complete);
+  EXPECT_EQ(static_cast<uint64_t>(skip["a.jpg.npy"].st.st_size),
+            Expected(jpeg_, true, ViewOptions{}).size());
+  for (const auto& [name, e] : skip) {
+    auto st = views_.origin->Stat(".skip/train/" + name);
+    ASSERT_TRUE(st.ok()) << name << ": " << st.status().message();
+    if (e.attrs_complete) EXPECT_EQ(st->st_size, e.st.st_size) << name;
+  }
+  EXPECT_EQ(views_.origin->Stat(".skip/train/cut.jpg.npy").status().code(), ENOENT);
+  EXPECT_NE(views_.stats->errors.Text().find(".skip/train/cut.jpg.npy: offset 0: "),
+            std::string::npos)
+      << views_.stats->errors.Text();
+
+  const uint64_t computed = counters().layouts_computed.load();
+  std::map<std::string, OriginDirEntry> fail;
+  for (const auto& e : List(*views_.origin, ".fail/train")) fail[e.name] = e;
+  ASSERT_EQ(fail.count("cut.jpg.npy"), 1u);
+  for (const auto& [name, e] : fail) EXPECT_FALSE(e.attrs_complete) << name;
+  EXPECT_EQ(counters().layouts_computed.load(), computed) << "a fail listing scans nothing";
+  // Its header is fine: a fail view lays it out (and reads it as EIO).
+  EXPECT_TRUE(views_.origin->Stat(".fail/train/cut.jpg.npy").ok());
+
+  // Listed again (from memory), the same.
+  std::set<std::string> again;
+  for (const auto& e : List(*views_.origin, ".skip/train")) again.insert(e.name);
+  EXPECT_EQ(again, (std::set<std::string>{"a.jpg.npy", "shard-0"}));
+}
+
+// Polls pred until it holds; false after a minute (a hang is a failure,
+// not a timeout of the whole run).
+bool Eventually(const std::function<bool()>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// A reader whose chunk a warm is producing (the cache collapses its miss
+// into the warm's fetch) raises the warm's decode jobs to its own priority:
+// they run before readahead work that was queued before the reader came,
+// not behind it.
+TEST_F(ViewOriginTest, AReaderJoiningAWarmRaisesItsDecodeJobs) {
+  prefetch_bytes_ = 0;
+  dir_prefetch_files_ = 0;
+  pool_threads_ = 1;
+  Mount({"decoded"});
+  DecodePool& pool = *views_.pool;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool blocking = false;
+  bool release = false;
+  std::thread gate([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      std::unique_lock<std::mutex> l(mu);
+      blocking = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  });
+  auto open_gate = [&] {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      release = true;
+    }
+    cv.notify_all();
+  };
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return blocking; });
+  }
+  const std::string path = ".decoded/train/shard-0";
+  const std::string want = Expected(shard_, false, ViewOptions{});
+  // The warm's fetch of the file decodes its three records at kWarm.
+  ASSERT_TRUE(cache_->Warm(path).ok());
+  bool queued = Eventually([&] { return pool.queued() >= 3; });
+  EXPECT_TRUE(queued) << "the warm's decode jobs never came";
+  std::optional<size_t> queued_when_ahead_ran;
+  std::thread ahead([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      queued_when_ahead_ran = pool.queued();
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReadahead, std::move(jobs));
+  });
+  queued = queued && Eventually([&] { return pool.queued() >= 4; });
+  const uint64_t collapsed = cache_->counters().collapsed_misses.load();
+  Status read_status;
+  std::string got;
+  std::thread reader([&] {
+    auto o = cache_->Open(path, false);
+    if (!o.ok()) {
+      read_status = o.status();
+      return;
+    }
+    ReadReply r;
+    read_status = cache_->Read(*o->file, 0, 5000, &r);
+    got = Materialize(r);
+  });
+  // Waiting on the warm's fetch now (and raised before it waits).
+  EXPECT_TRUE(queued &&
+              Eventually([&] { return cache_->counters().collapsed_misses.load() > collapsed; }))
+      << "the reader did not join the warm's fetch";
+  EXPECT_EQ(pool.jobs_raised(), 3u);
+  open_gate();
+  for (std::thread* t : {&gate, &ahead, &reader}) t->join();
+  ASSERT_TRUE(read_status.ok()) << read_status.message();
+  EXPECT_EQ(got, want.substr(0, 5000));
+  ASSERT_TRUE(queued_when_ahead_ran.has_value());
+  EXPECT_EQ(*queued_when_ahead_ran, 0u) << "the warm's jobs ran after the readahead work";
+  EXPECT_EQ(views_.Stats()["decode_jobs_raised"], 3);
+}
+
+// Two reads of one open view file that cut the same record: the one that
+// finds it being produced by the other (a warm's, here) raises the other's
+// decode batch to its own priority while it waits.
+TEST_F(ViewOriginTest, AReadWaitingOnAWarmReadsRecordRaisesIt) {
+  pool_threads_ = 1;
+  Mount({"decoded"});
+  DecodePool& pool = *views_.pool;
+  MemoryByteSource mem(shard_);
+  const ViewLayout l = *LayoutTfRecordView(mem, TfRecordCompression::kNone, ViewOptions{},
+                                           NewCpuJpegDecoder()->name());
+  ASSERT_EQ(l.records.size(), 3u);
+  const ViewRecord& cut = l.records[1];
+  ASSERT_GT(cut.out_size, 100u);
+  auto file = views_.views[0]->Open("train/shard-0");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool blocking = false;
+  bool release = false;
+  std::thread gate([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      std::unique_lock<std::mutex> l(mu);
+      blocking = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return blocking; });
+  }
+  // The warm's read: record 0 whole, record 1 cut; two jobs at kWarm.
+  std::string warm_buf(cut.out_offset + 10, '\0');
+  Result<size_t> warm_got = size_t{0};
+  std::thread warm([&] {
+    WorkerPool::AsPriority as(WorkerPool::Priority::kLow);
+    warm_got = (*file)->ReadAt(warm_buf.data(), warm_buf.size(), 0);
+  });
+  bool queued = Eventually([&] { return pool.queued() >= 2; });
+  EXPECT_TRUE(queued) << "the warm's read queued nothing";
+  std::optional<size_t> queued_when_ahead_ran;
+  std::thread ahead([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      queued_when_ahead_ran = pool.queued();
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReadahead, std::move(jobs));
+  });
+  queued = queued && Eventually([&] { return pool.queued() >= 3; });
+  // The reader's read: inside record 1 only, which the warm's read produces.
+  std::string reader_buf(10, '\0');
+  Result<size_t> reader_got = size_t{0};
+  std::thread reader([&] {
+    reader_got = (*file)->ReadAt(reader_buf.data(), reader_buf.size(), cut.out_offset + 20);
+  });
+  EXPECT_TRUE(queued && Eventually([&] { return pool.jobs_raised() >= 2; }))
+      << "the reader did not raise the warm's read";
+  {
+    std::lock_guard<std::mutex> g(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread* t : {&gate, &warm, &ahead, &reader}) t->join();
+  ASSERT_TRUE(warm_got.ok()) << warm_got.status().message();
+  ASSERT_TRUE(reader_got.ok()) << reader_got.status().message();
+  const std::string want = Expected(shard_, false, ViewOptions{});
+  EXPECT_EQ(warm_buf, want.substr(0, warm_buf.size()));
+  EXPECT_EQ(reader_buf, want.substr(cut.out_offset + 20, reader_buf.size()));
+  ASSERT_TRUE(queued_when_ahead_ran.has_value());
+  EXPECT_EQ(*queued_when_ahead_ran, 0u) << "the warm's jobs ran after the readahead work";
+  EXPECT_EQ(pool.jobs_raised(), 2u);
+  EXPECT_EQ(counters().records_decoded.load(), 2u) << "record 1 decoded once";
+}
+
+// A warm walk of a skip view lays its JPEGs out for its listing as warm
+// work (their checks queue below readers' and prefetch's), and a stat that
+// waits on such a layout raises its check to its own priority.
+TEST_F(ViewOriginTest, AWarmWalkOfASkipViewLaysOutAsWarmUntilAStatWaits) {
+  prefetch_bytes_ = 0;
+  dir_prefetch_files_ = 0;
+  pool_threads_ = 1;
+  Mount({"skip:on_error=skip"});
+  DecodePool& pool = *views_.pool;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool blocking = false;
+  bool release = false;
+  std::thread gate([&] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&] {
+      std::unique_lock<std::mutex> l(mu);
+      blocking = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return release; });
+      return Status::OK();
+    });
+    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
+  });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return blocking; });
+  }
+  ASSERT_TRUE(cache_->Warm(".skip/train").ok());
+  // The walk's listing checks a.jpg (the TFRecord is listed by its head).
+  const bool queued = Eventually([&] { return pool.queued() >= 1; });
+  EXPECT_TRUE(queued) << "the walk's listing did not check a.jpg";
+  EXPECT_EQ(pool.jobs_raised(), 0u);
+  std::optional<Result<struct stat>> st;
+  std::thread stat([&] { st.emplace(views_.origin->Stat(".skip/train/a.jpg.npy")); });
+  EXPECT_TRUE(queued && Eventually([&] { return pool.jobs_raised() >= 1; }))
+      << "the stat did not raise the warm's check";
+  {
+    std::lock_guard<std::mutex> l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  gate.join();
+  stat.join();
+  ASSERT_TRUE(st->ok()) << st->status().message();
+  EXPECT_EQ(static_cast<uint64_t>((*st)->st_size), Expected(jpeg_, true, ViewOptions{}).size());
+  EXPECT_EQ(pool.jobs_raised(), 1u);
 }
 
 TEST_F(ViewOriginTest, ServesWhatTheProducerMakesWithExactSizes) {

@@ -427,6 +427,7 @@ def test_warm_decodes_in_background(mounts, tmp_path):
         lambda: (lambda st: st if st.get("warm_files_done", -1) >= n_files else None)(m.stats()),
         120, interval=0.2, what=f"warm_files_done == {n_files}")
     assert s["view_records_decoded"] >= 24 and s["view_images_decoded"] >= 4, s
+    assert s["decode_jobs_raised"] >= 0, s  # warm work raised for readers waiting on it
     before = m.stats()
     for p in view_files(m.mnt):
         assert len(read(p)) == os.stat(p).st_size
@@ -610,19 +611,26 @@ def hostile_origin(root, seed):
 
 @pytest.mark.parametrize("on_error", ["skip", "fail"])
 def test_hostile_inputs_never_crash_or_lie(mounts, tmp_path, on_error):
-    hostile_origin(tmp_path / "origin", seed=42)
+    hostile = hostile_origin(tmp_path / "origin", seed=42)
     m = mounts.make(tmp_path / "origin", args=view_args(f"decoded:on_error={on_error}"))
     view = m.mnt / ".decoded"
-    names = listdir(view)
+    names = listdir(view)  # the first listing of a fresh mount
     assert "good.jpg.npy" in names and "mixed.tfrecord" in names
+    cut = sorted(f"{n}.npy" for n in hostile if n.startswith("cut"))
+    if on_error == "skip":
+        # Left out from the first listing, those whose header is fine and
+        # whose scan is cut short too: a listed name must stat (glob, then
+        # np.load), and these never will.
+        assert not set(cut) & set(names), names
+        for name in cut:
+            with pytest.raises(FileNotFoundError):
+                os.stat(view / name)
+    else:
+        assert set(cut) <= set(names), names  # listed by their heads, read as EIO
     read_ok = 0
     for name in names:
         p = view / name
-        try:
-            size = os.stat(p).st_size
-        except FileNotFoundError:
-            assert on_error == "skip", name  # listed, then found not to decode
-            continue
+        size = os.stat(p).st_size  # every name listed stats, under skip too
         try:
             data = read(p)
         except OSError as e:
