@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "decode/cpu_jpeg_decoder.h"
+#include "decode/decode_pool_test_util.h"
 
 namespace stoker {
 namespace {
@@ -72,25 +73,8 @@ TEST(DecodePoolTest, RunAllReturnsEveryStatusInOrder) {
 TEST(DecodePoolTest, HigherPriorityRunsFirst) {
   DecodePool pool(Decoder(), DecodePoolOptions{1});
   std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
-  bool blocking = false;
   std::vector<std::string> order;
-  std::thread blocker([&] {
-    std::vector<DecodePool::Job> jobs;
-    jobs.push_back([&] {
-      std::unique_lock<std::mutex> l(mu);
-      blocking = true;
-      cv.notify_all();
-      cv.wait(l, [&] { return release; });
-      return Status::OK();
-    });
-    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
-  });
-  {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return blocking; });
-  }
+  PoolGate gate(pool);
   auto submit = [&](DecodePriority p, const char* name) {
     return std::thread([&pool, &mu, &order, p, name] {
       std::vector<DecodePool::Job> jobs;
@@ -108,12 +92,8 @@ TEST(DecodePoolTest, HigherPriorityRunsFirst) {
   while (pool.queued() < 2) std::this_thread::yield();
   std::thread reader = submit(DecodePriority::kReader, "reader");
   while (pool.queued() < 3) std::this_thread::yield();
-  {
-    std::lock_guard<std::mutex> l(mu);
-    release = true;
-  }
-  cv.notify_all();
-  for (std::thread* t : {&blocker, &warm, &ahead, &reader}) t->join();
+  gate.Open();
+  for (std::thread* t : {&warm, &ahead, &reader}) t->join();
   EXPECT_EQ(order, (std::vector<std::string>{"reader", "readahead", "warm"}));
 }
 
@@ -123,25 +103,8 @@ TEST(DecodePoolTest, HigherPriorityRunsFirst) {
 TEST(DecodePoolTest, ARaisedBatchRunsAtItsNewPriority) {
   DecodePool pool(Decoder(), DecodePoolOptions{1});
   std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
-  bool blocking = false;
   std::vector<std::string> order;
-  std::thread blocker([&] {
-    std::vector<DecodePool::Job> jobs;
-    jobs.push_back([&] {
-      std::unique_lock<std::mutex> l(mu);
-      blocking = true;
-      cv.notify_all();
-      cv.wait(l, [&] { return release; });
-      return Status::OK();
-    });
-    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
-  });
-  {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return blocking; });
-  }
+  PoolGate gate(pool);
   auto submit = [&](std::shared_ptr<DecodePool::Batch> batch, DecodePriority p, const char* name,
                     int n) {
     return std::thread([&pool, &mu, &order, batch, p, name, n] {
@@ -169,12 +132,8 @@ TEST(DecodePoolTest, ARaisedBatchRunsAtItsNewPriority) {
   pool.Raise(*warm_batch, DecodePriority::kReadahead);  // down from reader: nothing moves
   EXPECT_EQ(pool.jobs_raised(), 3u);
   EXPECT_EQ(pool.queued(), 5u);
-  {
-    std::lock_guard<std::mutex> l(mu);
-    release = true;
-  }
-  cv.notify_all();
-  for (std::thread* t : {&blocker, &warm, &ahead}) t->join();
+  gate.Open();
+  for (std::thread* t : {&warm, &ahead}) t->join();
   EXPECT_EQ(order, (std::vector<std::string>{"warm", "warm", "warm", "readahead", "readahead"}));
 }
 

@@ -24,6 +24,7 @@
 #include "cache/cache_test_util.h"
 #include "cache/worker_pool.h"
 #include "decode/cpu_jpeg_decoder.h"
+#include "decode/decode_pool_test_util.h"
 #include "decode/npy.h"
 #include "decode/testing/test_jpegs.h"
 #include "decode/tfrecord.h"
@@ -233,7 +234,9 @@ TEST_F(ViewOriginTest, ASkipListingLeavesOutAJpegThatDoesNotDecode) {
   for (const auto& [name, e] : skip) {
     auto st = views_.origin->Stat(".skip/train/" + name);
     ASSERT_TRUE(st.ok()) << name << ": " << st.status().message();
-    if (e.attrs_complete) EXPECT_EQ(st->st_size, e.st.st_size) << name;
+    if (e.attrs_complete) {
+      EXPECT_EQ(st->st_size, e.st.st_size) << name;
+    }
   }
   EXPECT_EQ(views_.origin->Stat(".skip/train/cut.jpg.npy").status().code(), ENOENT);
   EXPECT_NE(views_.stats->errors.Text().find(".skip/train/cut.jpg.npy: offset 0: "),
@@ -276,32 +279,7 @@ TEST_F(ViewOriginTest, AReaderJoiningAWarmRaisesItsDecodeJobs) {
   pool_threads_ = 1;
   Mount({"decoded"});
   DecodePool& pool = *views_.pool;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool blocking = false;
-  bool release = false;
-  std::thread gate([&] {
-    std::vector<DecodePool::Job> jobs;
-    jobs.push_back([&] {
-      std::unique_lock<std::mutex> l(mu);
-      blocking = true;
-      cv.notify_all();
-      cv.wait(l, [&] { return release; });
-      return Status::OK();
-    });
-    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
-  });
-  auto open_gate = [&] {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      release = true;
-    }
-    cv.notify_all();
-  };
-  {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return blocking; });
-  }
+  PoolGate gate(pool);
   const std::string path = ".decoded/train/shard-0";
   const std::string want = Expected(shard_, false, ViewOptions{});
   // The warm's fetch of the file decodes its three records at kWarm.
@@ -336,8 +314,8 @@ TEST_F(ViewOriginTest, AReaderJoiningAWarmRaisesItsDecodeJobs) {
               Eventually([&] { return cache_->counters().collapsed_misses.load() > collapsed; }))
       << "the reader did not join the warm's fetch";
   EXPECT_EQ(pool.jobs_raised(), 3u);
-  open_gate();
-  for (std::thread* t : {&gate, &ahead, &reader}) t->join();
+  gate.Open();
+  for (std::thread* t : {&ahead, &reader}) t->join();
   ASSERT_TRUE(read_status.ok()) << read_status.message();
   EXPECT_EQ(got, want.substr(0, 5000));
   ASSERT_TRUE(queued_when_ahead_ran.has_value());
@@ -360,25 +338,7 @@ TEST_F(ViewOriginTest, AReadWaitingOnAWarmReadsRecordRaisesIt) {
   ASSERT_GT(cut.out_size, 100u);
   auto file = views_.views[0]->Open("train/shard-0");
   ASSERT_TRUE(file.ok()) << file.status().message();
-  std::mutex mu;
-  std::condition_variable cv;
-  bool blocking = false;
-  bool release = false;
-  std::thread gate([&] {
-    std::vector<DecodePool::Job> jobs;
-    jobs.push_back([&] {
-      std::unique_lock<std::mutex> l(mu);
-      blocking = true;
-      cv.notify_all();
-      cv.wait(l, [&] { return release; });
-      return Status::OK();
-    });
-    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
-  });
-  {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return blocking; });
-  }
+  PoolGate gate(pool);
   // The warm's read: record 0 whole, record 1 cut; two jobs at kWarm.
   std::string warm_buf(cut.out_offset + 10, '\0');
   Result<size_t> warm_got = size_t{0};
@@ -406,12 +366,8 @@ TEST_F(ViewOriginTest, AReadWaitingOnAWarmReadsRecordRaisesIt) {
   });
   EXPECT_TRUE(queued && Eventually([&] { return pool.jobs_raised() >= 2; }))
       << "the reader did not raise the warm's read";
-  {
-    std::lock_guard<std::mutex> g(mu);
-    release = true;
-  }
-  cv.notify_all();
-  for (std::thread* t : {&gate, &warm, &ahead, &reader}) t->join();
+  gate.Open();
+  for (std::thread* t : {&warm, &ahead, &reader}) t->join();
   ASSERT_TRUE(warm_got.ok()) << warm_got.status().message();
   ASSERT_TRUE(reader_got.ok()) << reader_got.status().message();
   const std::string want = Expected(shard_, false, ViewOptions{});
@@ -432,25 +388,7 @@ TEST_F(ViewOriginTest, AWarmWalkOfASkipViewLaysOutAsWarmUntilAStatWaits) {
   pool_threads_ = 1;
   Mount({"skip:on_error=skip"});
   DecodePool& pool = *views_.pool;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool blocking = false;
-  bool release = false;
-  std::thread gate([&] {
-    std::vector<DecodePool::Job> jobs;
-    jobs.push_back([&] {
-      std::unique_lock<std::mutex> l(mu);
-      blocking = true;
-      cv.notify_all();
-      cv.wait(l, [&] { return release; });
-      return Status::OK();
-    });
-    (void)pool.RunAll(DecodePriority::kReader, std::move(jobs));
-  });
-  {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return blocking; });
-  }
+  PoolGate gate(pool);
   ASSERT_TRUE(cache_->Warm(".skip/train").ok());
   // The walk's listing checks a.jpg (the TFRecord is listed by its head).
   const bool queued = Eventually([&] { return pool.queued() >= 1; });
@@ -460,12 +398,7 @@ TEST_F(ViewOriginTest, AWarmWalkOfASkipViewLaysOutAsWarmUntilAStatWaits) {
   std::thread stat([&] { st.emplace(views_.origin->Stat(".skip/train/a.jpg.npy")); });
   EXPECT_TRUE(queued && Eventually([&] { return pool.jobs_raised() >= 1; }))
       << "the stat did not raise the warm's check";
-  {
-    std::lock_guard<std::mutex> l(mu);
-    release = true;
-  }
-  cv.notify_all();
-  gate.join();
+  gate.Open();
   stat.join();
   ASSERT_TRUE(st->ok()) << st->status().message();
   EXPECT_EQ(static_cast<uint64_t>((*st)->st_size), Expected(jpeg_, true, ViewOptions{}).size());
