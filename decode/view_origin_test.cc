@@ -497,6 +497,15 @@ TEST_F(ViewOriginTest, ChangedRawFileChangesTheView) {
   auto after = ReadAll(".decoded/train/shard-0");
   ASSERT_TRUE(after.ok()) << after.status().message();
   EXPECT_EQ(*after, Expected(changed, false, ViewOptions{}));
+  // The old decoded chunks (and the old raw ones) are dropped, not kept
+  // beside the new: once the drops ran, the cache holds the new raw file's
+  // chunks and the new view's, nothing else.
+  const uint64_t chunk = 16 << 10;  // the fixture's chunk size
+  const uint64_t want = (changed.size() + chunk - 1) / chunk + (after->size() + chunk - 1) / chunk;
+  EXPECT_TRUE(Eventually([&] {
+    nlohmann::json j = cache_->Stats();
+    return j["pending_drops"] == 0 && j["chunks"] == want;
+  })) << cache_->Stats().dump();
 }
 
 TEST_F(ViewOriginTest, BadRecordsFollowOnError) {
