@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -55,5 +56,19 @@ class PoolGate {
   bool open_ = false;  // GUARDED_BY(mu_)
   std::vector<std::thread> held_;
 };
+
+// A thread that runs one job at priority p on pool, which records in *seen
+// how many jobs were still queued when it ran: 0 means everything queued
+// before it ran first.
+inline std::thread QueueProbe(DecodePool& pool, DecodePriority p, std::optional<size_t>* seen) {
+  return std::thread([&pool, p, seen] {
+    std::vector<DecodePool::Job> jobs;
+    jobs.push_back([&pool, seen] {
+      *seen = pool.queued();
+      return Status::OK();
+    });
+    (void)pool.RunAll(p, std::move(jobs));
+  });
+}
 
 }  // namespace stoker

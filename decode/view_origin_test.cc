@@ -287,14 +287,7 @@ TEST_F(ViewOriginTest, AReaderJoiningAWarmRaisesItsDecodeJobs) {
   bool queued = Eventually([&] { return pool.queued() >= 3; });
   EXPECT_TRUE(queued) << "the warm's decode jobs never came";
   std::optional<size_t> queued_when_ahead_ran;
-  std::thread ahead([&] {
-    std::vector<DecodePool::Job> jobs;
-    jobs.push_back([&] {
-      queued_when_ahead_ran = pool.queued();
-      return Status::OK();
-    });
-    (void)pool.RunAll(DecodePriority::kReadahead, std::move(jobs));
-  });
+  std::thread ahead = QueueProbe(pool, DecodePriority::kReadahead, &queued_when_ahead_ran);
   queued = queued && Eventually([&] { return pool.queued() >= 4; });
   const uint64_t collapsed = cache_->counters().collapsed_misses.load();
   Status read_status;
@@ -349,14 +342,7 @@ TEST_F(ViewOriginTest, AReadWaitingOnAWarmReadsRecordRaisesIt) {
   bool queued = Eventually([&] { return pool.queued() >= 2; });
   EXPECT_TRUE(queued) << "the warm's read queued nothing";
   std::optional<size_t> queued_when_ahead_ran;
-  std::thread ahead([&] {
-    std::vector<DecodePool::Job> jobs;
-    jobs.push_back([&] {
-      queued_when_ahead_ran = pool.queued();
-      return Status::OK();
-    });
-    (void)pool.RunAll(DecodePriority::kReadahead, std::move(jobs));
-  });
+  std::thread ahead = QueueProbe(pool, DecodePriority::kReadahead, &queued_when_ahead_ran);
   queued = queued && Eventually([&] { return pool.queued() >= 3; });
   // The reader's read: inside record 1 only, which the warm's read produces.
   std::string reader_buf(10, '\0');
