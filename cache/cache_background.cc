@@ -89,6 +89,7 @@ void ObjectCacheImpl::EvictorLoop() {
       last_flush = now;
     }
     ProcessDrops();
+    MeasureDisk();
     if (quota_.TakeRefused() || quota_.AboveHigh()) {
       // The policy must see the hits up to now: a chunk hit since the last
       // flush is not a stale one (epochs faster than a flush window would
@@ -208,6 +209,7 @@ void ObjectCacheImpl::EvictToLow() {
     if (victims.empty()) break;  // nothing left that is not pinned
     bool done = false;
     bool repick = false;
+    bool dropped = false;
     for (const auto& victim : victims) {
       // Fresh probationary chunks only make room for more fresh ones, and
       // a protected chunk that is not stale is part of the resident subset:
@@ -233,6 +235,7 @@ void ObjectCacheImpl::EvictToLow() {
         LOG_WARN("evicting: {}", freed.status().message());
         continue;
       }
+      dropped = true;
       quota_.Free(*freed);
       if (*freed) {
         counters_.evicted_bytes += *freed;
@@ -242,6 +245,9 @@ void ObjectCacheImpl::EvictToLow() {
       if (!in_slot) touched.insert(key.version_key());  // its file may be empty now
     }
     if (done) break;
+    // Every drop failed (the index refuses writes, as RocksDB does for a
+    // while after its disk was full): picking again would pick the same.
+    if (!dropped && !repick) break;
     if (repick) repicks++;
   }
   for (const VersionKey& v : touched) {

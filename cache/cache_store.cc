@@ -13,17 +13,58 @@
 
 namespace stoker {
 
+namespace {
+
+uint64_t AvailBytes(const struct statvfs& vfs) {
+  return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+}
+
+}  // namespace
+
+uint64_t ObjectCacheImpl::ReserveBytes(const struct statvfs& vfs) const {
+  if (options_.min_free_bytes != 0) return options_.min_free_bytes;
+  return std::min<uint64_t>(1ull << 30, static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize / 20);
+}
+
 bool ObjectCacheImpl::FreeSpaceLow(uint64_t need) {
   struct statvfs vfs;
   if (::statvfs(options_.dir.c_str(), &vfs) != 0) return true;
-  uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-  uint64_t min_free = options_.min_free_bytes;
-  if (min_free == 0) {
-    min_free =
-        std::min<uint64_t>(1ull << 30, static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize / 20);
-  }
-  return avail < min_free + need;
+  return AvailBytes(vfs) < ReserveBytes(vfs) + need + disk_claimed_.load();
 }
+
+void ObjectCacheImpl::MeasureDisk() {
+  struct statvfs vfs;
+  if (::statvfs(options_.dir.c_str(), &vfs) != 0) return;
+  // What the cache has on the disk, without the quota's reservations (not
+  // written yet: still in avail). The quota also counts the index's
+  // headroom, which is not on the disk: the limit counts it too, so that
+  // the reserve alone is left free (it is the index's room to grow here).
+  const uint64_t held = quota_.committed() + IndexBytesNow();
+  const uint64_t room = held + AvailBytes(vfs);
+  const uint64_t reserve = ReserveBytes(vfs);
+  quota_.SetLimit((room > reserve ? room - reserve : 0) + index_headroom_);
+}
+
+namespace {
+
+// Bytes a store has claimed on the cache's filesystem and not yet written.
+// FreeSpaceLow counts them, so that stores running together, each of which
+// saw room, do not overrun the reserve between them.
+class DiskClaim {
+ public:
+  DiskClaim(std::atomic<uint64_t>& claimed, uint64_t n) : claimed_(claimed), n_(n) {
+    claimed_ += n_;
+  }
+  ~DiskClaim() { claimed_ -= n_; }
+  DiskClaim(const DiskClaim&) = delete;
+  DiskClaim& operator=(const DiskClaim&) = delete;
+
+ private:
+  std::atomic<uint64_t>& claimed_;
+  const uint64_t n_;
+};
+
+}  // namespace
 
 Status ObjectCacheImpl::WriteData(DataFile& file, const ChunkBytes& bytes, uint64_t off) {
   const char* p = bytes.data.get();
@@ -64,7 +105,12 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
     }
     return false;
   };
-  if (FreeSpaceLow(alloc)) return not_cached("the cache filesystem is low on free space");
+  // Claimed until the write is done; the claim itself is counted below.
+  DiskClaim claim(disk_claimed_, alloc);
+  if (FreeSpaceLow(0)) {
+    KickEvictor();  // it measures the disk again, and gives room back if others took it
+    return not_cached("the cache filesystem is low on free space");
+  }
   RefreshIndexBytes();
   if (!quota_.TryReserve(alloc)) {
     counters_.chunks_not_cached++;

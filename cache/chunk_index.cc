@@ -28,6 +28,7 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.IsNoSpace()) code = ENOSPC;
   if (s.IsBusy() || s.IsTryAgain()) code = EBUSY;
   if (s.IsInvalidArgument()) code = EINVAL;
+  if (s.IsNotSupported()) code = ENOTSUP;
   return Status::Error(code, what + ": " + s.ToString());
 }
 
@@ -119,9 +120,16 @@ bool HasIndexFiles(const std::string& path) {
 // space there aborts the process in Debian's build (an assertion in
 // WritableFileWriter). So the room it needs is checked first: what it may
 // rewrite, plus a margin for its small files (OPTIONS, LOG, a block each).
-// Only a disk with next to nothing free is refused: fsck must still open a
-// cache that filled its disk (tests/reliability/part_full_disk.py).
+// Only a disk with next to nothing free is refused. A check (fsck without
+// --repair) opens read-only and needs no room at all.
 constexpr uint64_t kOpenMarginBytes = 256ull << 10;
+
+// A read-only open writes no LOG either: RocksDB's info log goes here.
+class SilentLogger : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char*, va_list) override {}
+};
 
 Status RoomToOpen(const std::string& path) {
   uint64_t rewritten = 0;
@@ -189,9 +197,17 @@ Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
       HasIndexFiles(options.path)) {
     return Damaged(options.path, "its CURRENT file is missing");
   }
-  STOKER_RETURN_IF_ERROR(RoomToOpen(options.path));
   rocksdb::DB* db = nullptr;
-  rocksdb::Status opened = rocksdb::DB::Open(RocksOptions(options), options.path, &db);
+  rocksdb::Status opened;
+  if (options.read_only) {
+    rocksdb::Options o = RocksOptions(options);
+    o.create_if_missing = false;
+    o.info_log = std::make_shared<SilentLogger>();
+    opened = rocksdb::DB::OpenForReadOnly(o, options.path, &db);
+  } else {
+    STOKER_RETURN_IF_ERROR(RoomToOpen(options.path));
+    opened = rocksdb::DB::Open(RocksOptions(options), options.path, &db);
+  }
   if (IsDamage(opened)) return Damaged(options.path, opened.ToString());
   STOKER_RETURN_IF_ERROR(FromRocks(opened, "open index '" + options.path + "'"));
   std::unique_ptr<rocksdb::DB> owned(db);
@@ -210,7 +226,9 @@ Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
     if (IsDamage(it->status())) return Damaged(options.path, it->status().ToString());
     STOKER_RETURN_IF_ERROR(FromRocks(it->status(), "read index"));
     it.reset();
-    if (options.chunk_size_if_new == 0) return Damaged(options.path, "it has no meta record");
+    if (options.chunk_size_if_new == 0 || options.read_only) {
+      return Damaged(options.path, "it has no meta record");
+    }
     meta.chunk_size = options.chunk_size_if_new;
     // Synced, unlike every later write: an index that exists without its
     // meta record after a power cut could not be told from a damaged one.
@@ -228,7 +246,8 @@ Result<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const Options& options) {
       return Damaged(options.path, "meta record has chunk size " + std::to_string(meta.chunk_size));
     }
   }
-  return std::unique_ptr<ChunkIndex>(new ChunkIndex(owned.release(), meta, s.IsNotFound()));
+  return std::unique_ptr<ChunkIndex>(
+      new ChunkIndex(owned.release(), meta, s.IsNotFound(), options.read_only));
 }
 
 Status ChunkIndex::Salvage(const std::string& path) {
@@ -242,11 +261,11 @@ Status ChunkIndex::Salvage(const std::string& path) {
   return Status::OK();
 }
 
-ChunkIndex::ChunkIndex(rocksdb::DB* db, IndexMeta meta, bool created)
-    : db_(db), created_(created), clock_(meta.clock), meta_(meta) {}
+ChunkIndex::ChunkIndex(rocksdb::DB* db, IndexMeta meta, bool created, bool read_only)
+    : db_(db), created_(created), read_only_(read_only), clock_(meta.clock), meta_(meta) {}
 
 ChunkIndex::~ChunkIndex() {
-  {
+  if (!read_only_) {
     // Persist the clock so that eviction order survives a clean restart.
     std::lock_guard<std::mutex> l(mu_);
     IndexMeta m = meta_;

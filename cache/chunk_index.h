@@ -45,6 +45,10 @@ class ChunkIndex {
     uint64_t chunk_size_if_new = 0;  // meta of a new index; REQUIRES > 0 if creating
     uint64_t block_cache_bytes = 32ull << 20;
     uint64_t write_buffer_bytes = 16ull << 20;
+    // Opens without writing anything (no room needed, no LOG; writes fail
+    // with ENOTSUP): for a check that repairs nothing. REQUIRES:
+    // !create_if_missing.
+    bool read_only = false;
   };
   // Opens (creating if allowed). The meta record is read back as stored; a
   // caller wanting another chunk size compares meta().chunk_size and wipes.
@@ -152,7 +156,7 @@ class ChunkIndex {
   static uint64_t DiskBytes(const std::string& path);
 
  private:
-  ChunkIndex(rocksdb::DB* db, IndexMeta meta, bool created);
+  ChunkIndex(rocksdb::DB* db, IndexMeta meta, bool created, bool read_only);
   class Batch;
   Status Write(Batch& batch, const IndexMeta* new_meta);
 
@@ -173,6 +177,7 @@ class ChunkIndex {
 
   rocksdb::DB* const db_;
   const bool created_;
+  const bool read_only_;
   std::atomic<uint64_t> clock_;
   std::atomic<uint64_t> bytes_written_{0};
   mutable std::mutex mu_;

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <map>
 
 #include "cache/cache_test_util.h"
 
@@ -198,6 +202,44 @@ TEST_F(ChunkIndexTest, AnIndexWithoutItsMetaRecord) {
   EXPECT_EQ(r.status().code(), EBADMSG);
   EXPECT_NE(r.status().message().find("records but no meta record"), std::string::npos)
       << r.status().message();
+}
+
+// What a directory holds: each file's name, size and mtime.
+std::map<std::string, std::pair<off_t, int64_t>> Listing(const std::string& dir) {
+  std::map<std::string, std::pair<off_t, int64_t>> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    struct stat st;
+    if (::stat(e.path().c_str(), &st) == 0) {
+      out[e.path().filename()] = {st.st_size,
+                                  st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec};
+    }
+  }
+  return out;
+}
+
+TEST_F(ChunkIndexTest, AReadOnlyOpenReadsEverythingAndWritesNothing) {
+  {
+    auto idx = OpenIndex();
+    ASSERT_TRUE(idx->CommitChunk({1, 1, 0}, Rec(100, 1)).ok());
+  }
+  {
+    auto idx = OpenIndex();
+    ASSERT_TRUE(idx->CommitChunk({1, 1, 1}, Rec(5000, 2)).ok());
+  }
+  const auto before = Listing(dir_.Sub("index"));
+  ChunkIndex::Options o;
+  o.path = dir_.Sub("index");
+  o.create_if_missing = false;
+  o.read_only = true;
+  {
+    auto idx = ChunkIndex::Open(o);
+    ASSERT_TRUE(idx.ok()) << idx.status().message();
+    EXPECT_EQ((*idx)->meta().chunks, 2u);
+    EXPECT_EQ((*idx)->GetChunk({1, 1, 1}).value()->len, 5000u);
+    Status put = (*idx)->CommitChunk({1, 1, 2}, Rec(10, 3));
+    EXPECT_EQ(put.code(), ENOTSUP) << put.message();
+  }
+  EXPECT_EQ(Listing(dir_.Sub("index")), before) << "a read-only open changed the index's files";
 }
 
 TEST_F(ChunkIndexTest, SlotsAreTakenWithTheIntentAndFreedWithTheRecord) {

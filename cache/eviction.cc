@@ -82,11 +82,22 @@ std::vector<EvictionPolicy::Victim> EvictionPolicy::PickVictims(
 }
 
 Quota::Quota(uint64_t capacity, double high_watermark, double low_watermark)
-    : capacity_(capacity),
-      high_(static_cast<uint64_t>(static_cast<long double>(capacity) * high_watermark)),
-      low_(static_cast<uint64_t>(static_cast<long double>(capacity) * low_watermark)) {
+    : capacity_(capacity), high_watermark_(high_watermark), low_watermark_(low_watermark) {
   STOKER_CHECK(low_watermark > 0 && low_watermark <= high_watermark && high_watermark <= 1,
                "watermarks must satisfy 0 < low <= high <= 1");
+  SetLimit(capacity);
+}
+
+void Quota::SetLimit(uint64_t bytes) {
+  std::lock_guard<std::mutex> l(mu_);
+  limit_ = std::min(capacity_, bytes);
+  high_ = static_cast<uint64_t>(static_cast<long double>(limit_) * high_watermark_);
+  low_ = static_cast<uint64_t>(static_cast<long double>(limit_) * low_watermark_);
+}
+
+uint64_t Quota::limit() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return limit_;
 }
 
 void Quota::SetCommitted(uint64_t bytes) {
@@ -102,7 +113,7 @@ void Quota::SetIndexBytes(uint64_t bytes) {
 bool Quota::TryReserve(uint64_t n) {
   std::lock_guard<std::mutex> l(mu_);
   uint64_t used = committed_ + reserved_ + index_;
-  if (used > capacity_ || n > capacity_ - used) {
+  if (used > limit_ || n > limit_ - used) {
     refused_ = true;
     return false;
   }
@@ -151,7 +162,10 @@ uint64_t Quota::used() const {
   return committed_ + reserved_ + index_;
 }
 
-bool Quota::AboveHigh() const { return used() > high_; }
+bool Quota::AboveHigh() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return committed_ + reserved_ + index_ > high_;
+}
 
 bool Quota::CommittedAboveHigh() const { return CommittedOverHigh() > 0; }
 
@@ -167,10 +181,14 @@ bool Quota::TakeRefused() {
   return r;
 }
 
-bool Quota::RoomBelowLow(uint64_t n) const { return used() + n <= low_; }
+bool Quota::RoomBelowLow(uint64_t n) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return committed_ + reserved_ + index_ + n <= low_;
+}
 
 uint64_t Quota::BytesOverLow() const {
-  uint64_t u = used();
+  std::lock_guard<std::mutex> l(mu_);
+  uint64_t u = committed_ + reserved_ + index_;
   return u > low_ ? u - low_ : 0;
 }
 

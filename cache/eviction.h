@@ -138,6 +138,10 @@ class Quota {
   void SetCommitted(uint64_t bytes);
   // The index's own files, as last measured.
   void SetIndexBytes(uint64_t bytes);
+  // What the cache may hold for now, when less than its capacity: its share
+  // of a filesystem that others fill too. The watermarks and reservations
+  // follow it; capacity again once bytes >= capacity.
+  void SetLimit(uint64_t bytes);
 
   // Reserves n bytes for a chunk about to be written. False if that would
   // pass capacity (the chunk is then served uncached).
@@ -150,6 +154,8 @@ class Quota {
   void Free(uint64_t n);
 
   uint64_t capacity() const { return capacity_; }
+  // min(capacity, the last SetLimit).
+  uint64_t limit() const;
   uint64_t committed() const;
   uint64_t index_bytes() const;
   // committed + reserved + index bytes.
@@ -176,9 +182,12 @@ class Quota {
 
  private:
   const uint64_t capacity_;
-  const uint64_t high_;
-  const uint64_t low_;
+  const double high_watermark_;
+  const double low_watermark_;
   mutable std::mutex mu_;
+  uint64_t limit_ = 0;      // GUARDED_BY(mu_)
+  uint64_t high_ = 0;       // GUARDED_BY(mu_)
+  uint64_t low_ = 0;        // GUARDED_BY(mu_)
   uint64_t committed_ = 0;  // GUARDED_BY(mu_)
   uint64_t reserved_ = 0;   // GUARDED_BY(mu_)
   uint64_t index_ = 0;      // GUARDED_BY(mu_)

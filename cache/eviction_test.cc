@@ -360,5 +360,31 @@ TEST(QuotaTest, ReservationsNeverPassCapacity) {
   EXPECT_FALSE(q.TryReserve(1));
 }
 
+// A disk that others fill shrinks what the cache may hold (SetLimit): the
+// watermarks and reservations follow the limit, and never pass capacity.
+TEST(QuotaTest, ALimitBelowCapacityMovesTheWatermarks) {
+  Quota q(100, 0.9, 0.8);
+  ASSERT_TRUE(q.TryReserve(50));
+  q.Commit(50);
+  EXPECT_FALSE(q.AboveHigh());
+  q.SetLimit(40);
+  EXPECT_EQ(q.limit(), 40u);
+  EXPECT_EQ(q.capacity(), 100u);
+  EXPECT_TRUE(q.AboveHigh());
+  EXPECT_EQ(q.BytesOverLow(), 50u - 32u);
+  EXPECT_FALSE(q.TryReserve(1));
+  EXPECT_TRUE(q.TakeRefused());
+  q.Free(20);
+  EXPECT_FALSE(q.AboveHigh());  // 30 <= 36
+  EXPECT_TRUE(q.TryReserve(10));
+  EXPECT_FALSE(q.TryReserve(1));
+  q.SetLimit(1000);
+  EXPECT_EQ(q.limit(), 100u) << "never above capacity";
+  EXPECT_TRUE(q.TryReserve(50));
+  q.SetLimit(0);
+  EXPECT_FALSE(q.TryReserve(1));
+  EXPECT_EQ(q.BytesOverLow(), 90u);
+}
+
 }  // namespace
 }  // namespace stoker

@@ -564,6 +564,8 @@ Result<FsckReport> CheckCache(const std::string& dir, bool repair) {
   ChunkIndex::Options o;
   o.path = index_path;
   o.create_if_missing = false;
+  // A check alone writes nothing: it can look at a cache whose disk is full.
+  o.read_only = !repair;
   o.write_buffer_bytes = 4ull << 20;
   o.block_cache_bytes = 8ull << 20;
   auto check = [&]() -> Result<FsckReport> {

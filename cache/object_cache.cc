@@ -235,6 +235,7 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
                 }) {
   quota_.SetCommitted(index_->meta().usage_bytes);
   MeasureIndex();
+  MeasureDisk();
 }
 
 void ObjectCacheImpl::MeasureIndex() {
@@ -707,6 +708,8 @@ nlohmann::json ObjectCacheImpl::Stats() {
   j["index_headroom_bytes"] = index_headroom_;
   j["fresh_start"] = fresh_start_;
   j["cache_capacity_bytes"] = options_.capacity_bytes;
+  // Below capacity while others fill the cache's filesystem (MeasureDisk).
+  j["cache_limit_bytes"] = quota_.limit();
   j["objects"] = m.objects;
   j["chunks"] = m.chunks;
   j["chunk_size"] = chunk_size_;

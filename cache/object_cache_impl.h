@@ -16,6 +16,7 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <array>
 #include <atomic>
@@ -376,7 +377,16 @@ class ObjectCacheImpl final : public ObjectCache {
   // where it can (the reader is answered from bytes, not from the file), the
   // rest buffered.
   Status WriteData(DataFile& file, const ChunkBytes& bytes, uint64_t off);
+  // True if the cache's filesystem lacks room for need more bytes beside its
+  // reserve (min_free_bytes) and what stores have claimed (disk_claimed_).
   bool FreeSpaceLow(uint64_t need);
+  // The space kept free on the cache's filesystem (Options::min_free_bytes).
+  uint64_t ReserveBytes(const struct statvfs& vfs) const;
+  // Limits the quota to the cache's share of its filesystem: what it holds
+  // there plus what is free beyond the reserve. When others fill the disk
+  // the share shrinks below capacity and the evictor gives space back; when
+  // they free it, it grows again.
+  void MeasureDisk();
   // The chunk's bytes if it is in the store with a matching checksum.
   std::optional<ChunkBytes> LoadStored(const ObjectVersion& v, uint64_t idx);
   // Present (in the index or verified here)?
@@ -471,6 +481,7 @@ class ObjectCacheImpl final : public ObjectCache {
   std::thread warmer_;
 
   std::atomic<bool> logged_no_space_{false};
+  std::atomic<uint64_t> disk_claimed_{0};  // see DiskClaim (cache_store.cc)
   std::atomic<uint64_t> uncached_versions_{0};
   // Declared last: destroyed (stopped) first.
   std::unique_ptr<WorkerPool> pool_;

@@ -88,6 +88,10 @@ std::string FormatStats(const nlohmann::json& s) {
   std::string usage = Size(s, "cache_used_bytes") + " of " + Size(s, "cache_capacity_bytes");
   if (used && cap && *cap > 0) usage += " (" + Percent(*used, *cap) + ")";
   rows.emplace_back("cache used", usage);
+  // A disk smaller than the capacity, or filled by others, holds less.
+  if (auto limit = Count(s, "cache_limit_bytes"); limit && cap && *limit < *cap) {
+    rows.emplace_back("disk allows", Size(s, "cache_limit_bytes") + " (less than the capacity)");
+  }
   rows.emplace_back("objects", Number(s, "objects"));
   rows.emplace_back("chunks", Number(s, "chunks"));
 

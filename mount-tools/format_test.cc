@@ -45,6 +45,9 @@ TEST(FormatStats, PrintsEveryRowForPeople) {
   EXPECT_EQ(Row(t, "origin"), "local:/nas/data");
   EXPECT_EQ(Row(t, "cache dir"), "/ssd/c");
   EXPECT_EQ(Row(t, "cache used"), "512 MiB of 2.00 GiB (25.0%)");
+  EXPECT_EQ(Row(t, "disk allows"), "") << "shown only below capacity";
+  s["cache_limit_bytes"] = 600ull << 20;
+  EXPECT_EQ(Row(FormatStats(s), "disk allows"), "600 MiB (less than the capacity)");
   EXPECT_EQ(Row(t, "objects"), "12");
   EXPECT_EQ(Row(t, "chunks"), "80");
   EXPECT_EQ(Row(t, "bytes read"), "200 MiB");
