@@ -178,9 +178,12 @@ def test_a_file_changed_while_the_disk_is_full_is_never_served_stale(tmp_path, s
             assert e.errno in (errno.ESTALE, errno.EIO), e
     finally:
         os.close(fd)
-    # The first open after a read saw the change may fail once with ESTALE:
-    # the kernel still holds the old node (its entry is valid for an hour)
-    # and stoker gives no node two versions.
+    # The read above may have been served the old bytes through the origin
+    # file stoker still held open; then this open (within --revalidate, so
+    # it asks no one) is the old version's, and its read of a chunk not
+    # cached finds the change and fails with ESTALE: the old bytes are gone,
+    # and one handle never gets two versions. The opens after it ask the
+    # origin (the read marked the file changed) and get a new node.
     try:
         with_deadline(lib.read_file, m.mnt / "big")
     except OSError as e:
