@@ -209,6 +209,7 @@ void ObjectCacheImpl::EvictToLow() {
     if (victims.empty()) break;  // nothing left that is not pinned
     bool done = false;
     bool repick = false;
+    bool failed = false;
     bool dropped = false;
     for (const auto& victim : victims) {
       // Fresh probationary chunks only make room for more fresh ones, and
@@ -232,7 +233,12 @@ void ObjectCacheImpl::EvictToLow() {
       auto freed = PunchAndDrop(key, victim.rank, &in_slot);
       resident_->ReleaseLatch(key);
       if (!freed.ok()) {
-        LOG_WARN("evicting: {}", freed.status().message());
+        // Punched, but its record stays (read as a checksum failure and
+        // fetched again). The index refuses writes, as RocksDB does after
+        // its disk was full until it finds room: what the rest of the batch
+        // frees by its punches is that room.
+        if (!failed) LOG_WARN("evicting: {}", freed.status().message());
+        failed = true;
         continue;
       }
       dropped = true;
@@ -245,9 +251,8 @@ void ObjectCacheImpl::EvictToLow() {
       if (!in_slot) touched.insert(key.version_key());  // its file may be empty now
     }
     if (done) break;
-    // Every drop failed (the index refuses writes, as RocksDB does for a
-    // while after its disk was full): picking again would pick the same.
-    if (!dropped && !repick) break;
+    // No drop went through: picking again would pick the same victims.
+    if (failed && !dropped) break;
     if (repick) repicks++;
   }
   for (const VersionKey& v : touched) {
@@ -257,7 +262,11 @@ void ObjectCacheImpl::EvictToLow() {
     });
     if (!u.ok()) LOG_WARN("{}", u.status().message());
   }
-  if (evicted) LOG_DEBUG("evicted {} bytes", evicted);
+  if (evicted) {
+    LOG_DEBUG("evicted {} bytes", evicted);
+    evicted_once_ = true;
+    evicted_at_ = std::chrono::steady_clock::now();
+  }
 }
 
 Status ObjectCacheImpl::Warm(const std::string& path) {

@@ -35,14 +35,22 @@ bool ObjectCacheImpl::FreeSpaceLow(uint64_t need) {
 void ObjectCacheImpl::MeasureDisk() {
   struct statvfs vfs;
   if (::statvfs(options_.dir.c_str(), &vfs) != 0) return;
-  // What the cache has on the disk, without the quota's reservations (not
-  // written yet: still in avail). The quota also counts the index's
-  // headroom, which is not on the disk: the limit counts it too, so that
-  // the reserve alone is left free (it is the index's room to grow here).
-  const uint64_t held = quota_.committed() + IndexBytesNow();
+  // What the cache has on the disk as the quota counts it: chunks committed
+  // and reserved (a reservation not written yet is still in avail too, which
+  // errs high; FreeSpaceLow keeps the reserve there), the index, and its
+  // headroom (not on the disk, but counted on both sides).
+  const uint64_t held = quota_.used();
   const uint64_t room = held + AvailBytes(vfs);
   const uint64_t reserve = ReserveBytes(vfs);
-  quota_.SetLimit((room > reserve ? room - reserve : 0) + index_headroom_);
+  const uint64_t limit = room > reserve ? room - reserve : 0;
+  // Not lowered for a while after an eviction: what it frees shows as free
+  // space only once the filesystem commits it (btrfs about 30 s, ZFS about
+  // 5 s), and lowering on each round meanwhile would evict ever more.
+  if (limit < quota_.limit() && evicted_once_ &&
+      std::chrono::steady_clock::now() - evicted_at_ < kLimitLowerPause) {
+    return;
+  }
+  quota_.SetLimit(limit);
 }
 
 namespace {
@@ -107,10 +115,9 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   };
   // Claimed until the write is done; the claim itself is counted below.
   DiskClaim claim(disk_claimed_, alloc);
-  if (FreeSpaceLow(0)) {
-    KickEvictor();  // it measures the disk again, and gives room back if others took it
-    return not_cached("the cache filesystem is low on free space");
-  }
+  // The evictor measures the disk each round, and gives the reserve back if
+  // others took it.
+  if (FreeSpaceLow(0)) return not_cached("the cache filesystem is low on free space");
   RefreshIndexBytes();
   if (!quota_.TryReserve(alloc)) {
     counters_.chunks_not_cached++;

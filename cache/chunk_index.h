@@ -46,8 +46,8 @@ class ChunkIndex {
     uint64_t block_cache_bytes = 32ull << 20;
     uint64_t write_buffer_bytes = 16ull << 20;
     // Opens without writing anything (no room needed, no LOG; writes fail
-    // with ENOTSUP): for a check that repairs nothing. REQUIRES:
-    // !create_if_missing.
+    // with ENOTSUP; never creates): for a check that repairs nothing.
+    // Default: false.
     bool read_only = false;
   };
   // Opens (creating if allowed). The meta record is read back as stored; a

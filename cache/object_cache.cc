@@ -1,4 +1,6 @@
 // ObjectCache: opening a cache directory, revalidating opens, stats.
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -241,9 +243,15 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
 void ObjectCacheImpl::MeasureIndex() {
   uint64_t written = index_->bytes_written();
   uint64_t bytes = ChunkIndex::DiskBytes(index_path_);
-  struct stat st;
-  if (::stat((options_.dir + "/lock").c_str(), &st) == 0) {
-    bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+  // The cache directory's own files (lock, the views' error list) count too.
+  if (std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(options_.dir.c_str()), ::closedir); d) {
+    while (struct dirent* de = ::readdir(d.get())) {
+      struct stat st;
+      if (::fstatat(::dirfd(d.get()), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISREG(st.st_mode)) {
+        bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+      }
+    }
   }
   {
     std::lock_guard<std::mutex> l(index_size_mu_);

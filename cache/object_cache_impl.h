@@ -20,6 +20,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -385,8 +386,10 @@ class ObjectCacheImpl final : public ObjectCache {
   // Limits the quota to the cache's share of its filesystem: what it holds
   // there plus what is free beyond the reserve. When others fill the disk
   // the share shrinks below capacity and the evictor gives space back; when
-  // they free it, it grows again.
+  // they free it, it grows again. Not lowered within kLimitLowerPause of an
+  // eviction; raised at once. Runs on the evictor's thread (or before it).
   void MeasureDisk();
+  static constexpr std::chrono::seconds kLimitLowerPause{30};
   // The chunk's bytes if it is in the store with a matching checksum.
   std::optional<ChunkBytes> LoadStored(const ObjectVersion& v, uint64_t idx);
   // Present (in the index or verified here)?
@@ -482,6 +485,9 @@ class ObjectCacheImpl final : public ObjectCache {
 
   std::atomic<bool> logged_no_space_{false};
   std::atomic<uint64_t> disk_claimed_{0};  // see DiskClaim (cache_store.cc)
+  // When the evictor last freed space (its thread only; see MeasureDisk).
+  bool evicted_once_ = false;
+  std::chrono::steady_clock::time_point evicted_at_;
   std::atomic<uint64_t> uncached_versions_{0};
   // Declared last: destroyed (stopped) first.
   std::unique_ptr<WorkerPool> pool_;

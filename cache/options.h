@@ -79,7 +79,9 @@ struct CacheOptions {
   int fetch_threads = 4;
 
   // Space kept free on the cache filesystem regardless of capacity: below it
-  // new chunks are served from the origin without being cached.
+  // new chunks are served from the origin without being cached, and the
+  // cache's share of the disk (what it holds plus what is free beyond this)
+  // bounds it like capacity, so that it evicts when others take this space.
   // Default: 1 GiB or 5% of the filesystem, whichever is smaller.
   uint64_t min_free_bytes = 0;  // 0 = the default rule above
 

@@ -645,6 +645,8 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
     LOG_WARN("reading the stored layout of '{}': {}", shown, stored.status().message());
   }
   if (!layout) {
+    // What was listed for this file came from another layout of it.
+    stats_->errors.ForgetFile(shown);
     CachedByteSource src(cache_, raw.file, id.size, &stats_->counters.raw_bytes_read);
     const std::string decoder = decoder_->name();
     // Under skip every JPEG is checked to decode before it gets a place

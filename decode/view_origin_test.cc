@@ -715,15 +715,5 @@ TEST(ViewMountTest, RefusesCollisionsAndDuplicates) {
   EXPECT_EQ(none->origin, *raw);
 }
 
-TEST(ViewErrorListTest, ListsEachErrorOnceAndKeepsTheNewest) {
-  ViewErrorList l;
-  EXPECT_TRUE(l.Add("f", 1, "bad\ncrc"));
-  EXPECT_FALSE(l.Add("f", 1, "bad\ncrc"));
-  EXPECT_EQ(l.Text(), "f: offset 1: bad crc\n");
-  for (size_t i = 0; i < ViewErrorList::kMaxErrors + 5; ++i) l.Add("g", i, "x");
-  EXPECT_EQ(l.size(), ViewErrorList::kMaxErrors);
-  EXPECT_EQ(l.Text().find("f: offset 1"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace stoker

@@ -3,7 +3,9 @@
 //
 // Counters are monotonic for the life of the daemon. An error is listed once
 // per (view file, raw offset, message) however often its layout is loaded or
-// its range read; the list keeps the newest kMaxErrors.
+// its range read; the list keeps the newest kMaxErrors. Kept in a file of
+// the cache directory (Persist), the list outlives the daemon: a remount
+// lists what earlier mounts found before anything is read again.
 //
 // Thread-safety: counters are atomics; the error list has its own mutex
 // (a leaf lock).
@@ -16,6 +18,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_set>
+
+#include "util/status.h"
 
 namespace stoker {
 
@@ -37,16 +41,34 @@ struct ViewCounters {
 class ViewErrorList {
  public:
   static constexpr size_t kMaxErrors = 10000;
+  static constexpr size_t kMaxFileBytes = 16u << 20;  // read back at most
   // Adds "file: offset N: message" unless listed already; true if new.
   bool Add(const std::string& file, uint64_t offset, const std::string& message);
+  // Drops the lines of file: its layout is being made anew (the raw file
+  // changed, or its stored layout went), and lists its errors again.
+  void ForgetFile(const std::string& file);
   // One line per error, oldest first.
   std::string Text() const;
   size_t size() const;
 
+  // Keeps the list in the file at path from now on: the lines there are
+  // listed first (how many is returned), each new line is appended, and the
+  // file is rewritten when lines are dropped. A file that cannot be opened
+  // or read is an error here (the list then stays in memory); a later
+  // failed write is logged once, and the list goes on in memory.
+  Result<size_t> Persist(const std::string& path);
+
  private:
+  bool AddLocked(std::string line);
+  void AppendLocked(const std::string& line);
+  void RewriteLocked();
+
   mutable std::mutex mu_;
   std::deque<std::string> lines_;         // GUARDED_BY(mu_)
   std::unordered_set<std::string> seen_;  // GUARDED_BY(mu_)
+  std::string path_;                      // GUARDED_BY(mu_); empty: not persisted
+  size_t file_lines_ = 0;                 // GUARDED_BY(mu_); lines in the file
+  bool write_failed_ = false;             // GUARDED_BY(mu_)
 };
 
 struct ViewStats {

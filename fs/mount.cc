@@ -390,6 +390,15 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
                           ObjectCache::Open(options.cache, origin));
   views.Attach(cache.get());
+  if (!views.views.empty()) {
+    // The list of what does not decode outlives the daemon (view_stats.h).
+    Result<size_t> kept = views.stats->errors.Persist(options.cache.dir + "/view-errors");
+    if (kept.ok()) {
+      views.stats->counters.errors += *kept;
+    } else {
+      LOG_WARN("{}; view errors are listed in memory only", kept.status().message());
+    }
+  }
 
   FsContext* fs_ptr = nullptr;  // the stats source needs the context it lives in
   const std::string control_socket = options.cache.dir + "/control.sock";

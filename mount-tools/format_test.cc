@@ -45,7 +45,9 @@ TEST(FormatStats, PrintsEveryRowForPeople) {
   EXPECT_EQ(Row(t, "origin"), "local:/nas/data");
   EXPECT_EQ(Row(t, "cache dir"), "/ssd/c");
   EXPECT_EQ(Row(t, "cache used"), "512 MiB of 2.00 GiB (25.0%)");
-  EXPECT_EQ(Row(t, "disk allows"), "") << "shown only below capacity";
+  EXPECT_EQ(Row(t, "disk allows"), "");
+  s["cache_limit_bytes"] = 2ull << 30;
+  EXPECT_EQ(Row(FormatStats(s), "disk allows"), "") << "shown only below capacity";
   s["cache_limit_bytes"] = 600ull << 20;
   EXPECT_EQ(Row(FormatStats(s), "disk allows"), "600 MiB (less than the capacity)");
   EXPECT_EQ(Row(t, "objects"), "12");

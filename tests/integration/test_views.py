@@ -350,6 +350,22 @@ def test_on_error_fail(mounts, bad_origin):
     assert s["view_failed_reads"] >= 3
     assert lib.pid_alive(m.pid)
 
+    # The list outlives the daemon: a remount lists it before anything is
+    # read, and counts it.
+    m.unmount()
+    m.mount()
+    assert read(m.mnt / ".stoker" / "errors").decode() == errors
+    assert m.stats()["view_errors"] == len(errors.splitlines()), m.stats()
+    # A raw file laid out anew (fixed at the origin) loses its old lines.
+    m.unmount()
+    (root / "shard").write_bytes((root / "shard").read_bytes()[:offsets[1]])
+    m = mounts.make(root, cache=m.cache,
+                    args=view_args("decoded:on_error=fail") + ["--revalidate", "0"])
+    assert len(view_records(read(m.mnt / ".decoded" / "shard"))) == 1
+    after = read(m.mnt / ".stoker" / "errors").decode()
+    assert ".decoded/shard:" not in after, after
+    assert ".decoded/huge.jpg.npy: offset 0:" in after
+
 
 # 7 ------------------------------------------------------------------------
 
