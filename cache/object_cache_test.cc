@@ -956,7 +956,11 @@ TEST_F(ObjectCacheTest, PinnedRangesAreNotPunchedByEviction) {
   ASSERT_EQ(pinned.segments().size(), 1u);
   ASSERT_GE(pinned.segments()[0].fd, 0);
   // Far more accesses than 16 x the ~30 resident chunks: keep turns stale.
-  for (int round = 0; round < 12; ++round) {
+  // On a loaded machine the evictor can fall behind the reads and take
+  // fewer than 8 in 12 rounds (seen with the daemon's old code too): the
+  // rounds go on until it has.
+  for (int round = 0; round < 12 || (round < 200 && cache->counters().evicted_chunks.load() < 8);
+       ++round) {
     for (int i = 0; i < 64; ++i) ReadAll(*cache, "f" + std::to_string(i));
   }
   ASSERT_TRUE(Eventually([&] { return cache->counters().evicted_chunks.load() >= 8; }));
