@@ -116,17 +116,7 @@ void ViewErrorList::AppendLocked(const std::string& line) {
     RewriteLocked();
     return;
   }
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-  const std::string out = line + "\n";
-  bool ok = fd >= 0 && ::write(fd, out.data(), out.size()) == static_cast<ssize_t>(out.size());
-  if (fd >= 0 && ::close(fd) != 0) ok = false;
-  if (ok) {
-    file_lines_++;
-  } else if (!write_failed_) {
-    write_failed_ = true;
-    LOG_WARN("writing view errors '{}': {}; listing them in memory only", path_,
-             std::strerror(errno));
-  }
+  if (WriteLocked(path_, O_APPEND, line + "\n")) file_lines_++;
 }
 
 void ViewErrorList::RewriteLocked() {
@@ -134,20 +124,31 @@ void ViewErrorList::RewriteLocked() {
   const std::string tmp = path_ + ".tmp";
   std::string out;
   for (const std::string& line : lines_) out += line + "\n";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  bool ok = fd >= 0 && ::write(fd, out.data(), out.size()) == static_cast<ssize_t>(out.size());
-  if (fd >= 0 && ::close(fd) != 0) ok = false;
-  ok = ok && ::rename(tmp.c_str(), path_.c_str()) == 0;
-  if (ok) {
+  if (!WriteLocked(tmp, O_TRUNC, out)) {
+    ::unlink(tmp.c_str());
+    return;
+  }
+  if (::rename(tmp.c_str(), path_.c_str()) == 0) {
     file_lines_ = lines_.size();
     return;
   }
   ::unlink(tmp.c_str());
-  if (!write_failed_) {
-    write_failed_ = true;
-    LOG_WARN("writing view errors '{}': {}; listing them in memory only", path_,
-             std::strerror(errno));
-  }
+  WriteFailedLocked();
+}
+
+bool ViewErrorList::WriteLocked(const std::string& path, int flags, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0600);
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (fd >= 0 && ::close(fd) != 0) ok = false;
+  if (!ok) WriteFailedLocked();
+  return ok;
+}
+
+void ViewErrorList::WriteFailedLocked() {
+  if (write_failed_) return;
+  write_failed_ = true;
+  LOG_WARN("writing view errors '{}': {}; listing them in memory only", path_,
+           std::strerror(errno));
 }
 
 }  // namespace stoker

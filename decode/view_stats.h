@@ -62,6 +62,10 @@ class ViewErrorList {
   bool AddLocked(std::string line);
   void AppendLocked(const std::string& line);
   void RewriteLocked();
+  // Writes text to path opened with flags (O_APPEND or O_TRUNC); false, and
+  // logged once, if it could not.
+  bool WriteLocked(const std::string& path, int flags, const std::string& text);
+  void WriteFailedLocked();
 
   mutable std::mutex mu_;
   std::deque<std::string> lines_;         // GUARDED_BY(mu_)
