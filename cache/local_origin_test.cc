@@ -696,6 +696,20 @@ TEST(SameContentTest, AnotherFilesystemKeepsOnlySizeAndMtime) {
   reuploaded.ctime_ns = 61;
   EXPECT_FALSE(SameContent(remote, reuploaded));
   EXPECT_FALSE(SameSizeAndTimes(remote, reuploaded));
+  // A decoded view's file remounted with other options (another derived
+  // device, and so another inode) has its raw file's size and times, not
+  // its bytes. The same options give the same device and inode.
+  OriginIdentity view{100, 5, 6, 90, kDerivedDevBit | 1, ""};
+  OriginIdentity other_options = view;
+  other_options.dev = kDerivedDevBit | 2;
+  EXPECT_FALSE(SameContent(view, other_options));
+  other_options.ino = 91;
+  EXPECT_FALSE(SameContent(view, other_options));
+  EXPECT_TRUE(SameContent(view, view));
+  OriginIdentity raw = view;
+  raw.dev = 8;
+  EXPECT_FALSE(SameContent(view, raw));
+  EXPECT_FALSE(SameContent(raw, view));
 }
 
 TEST(IsOriginUnavailableTest, ReachabilityIsNotAbsence) {

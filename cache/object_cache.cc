@@ -473,7 +473,7 @@ std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bo
   }
   if (!v) {
     auto r = index_->GetObject(path);
-    if (!r.ok() || !r->has_value()) return std::nullopt;
+    if (!r.ok() || !r->has_value() || OtherDerivation(path, **r)) return std::nullopt;
     v = MakeVersion(path, **r);
     validated_ns = (*r)->validated_ns;
   }
@@ -488,6 +488,11 @@ std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bo
   if (!origin_failed && !OriginBackingOff(*v)) return std::nullopt;
   counters_.revalidations_skipped++;
   return v->st;
+}
+
+bool ObjectCacheImpl::OtherDerivation(const std::string& path, const ObjectRecord& r) const {
+  const uint64_t dev = origin_->DerivedDevice(path);
+  return dev != 0 && r.identity.dev != dev;
 }
 
 bool ObjectCacheImpl::ValidatedWithinWindow(int64_t validated_ns) const {
@@ -576,12 +581,16 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
   }
 
   std::optional<ObjectRecord> known;
+  // The index's record is of another derivation: it is replaced below (a
+  // new version), never served.
+  bool other = false;
   if (entry) {
     known = entry->rec;
   } else {
     auto r = index_->GetObject(path);
     if (r.ok()) {
       known = *r;
+      other = known && OtherDerivation(path, *known);
     } else if (r.status().code() == EBADMSG) {
       // Its chunks become unreachable and leave through eviction.
       LOG_WARN("dropping undecodable index record of '{}': {}", path, r.status().message());
@@ -589,13 +598,13 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     } else {
       return fail(r.status());
     }
-    if (known && !force && !unrecorded && fresh(known->validated_ns)) {
+    if (known && !force && !unrecorded && !other && fresh(known->validated_ns)) {
       entry = ObjectEntry{*known, MakeVersion(path, *known), false};
       return finish();
     }
   }
 
-  if (known && !force && !unrecorded && !(entry && entry->version->changed_at_origin)) {
+  if (known && !force && !unrecorded && !other && !(entry && entry->version->changed_at_origin)) {
     std::shared_ptr<ObjectVersion> held = entry ? entry->version : MakeVersion(path, *known);
     if (OriginBackingOff(*held)) {
       counters_.revalidations_skipped++;
@@ -609,7 +618,7 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     int code = st.status().code();
     bool unavailable = IsOriginUnavailable(code);
     if (unavailable) counters_.origin_errors++;
-    if (unavailable && known) {
+    if (unavailable && known && !other) {
       LOG_WARN("origin unreachable for '{}' ({}); serving the cached version", path,
                st.status().message());
       if (!entry) entry = ObjectEntry{*known, MakeVersion(path, *known), false};

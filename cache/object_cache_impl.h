@@ -270,6 +270,10 @@ class ObjectCacheImpl final : public ObjectCache {
   // Whether an identity checked at validated_ns (realtime) is still within
   // --revalidate (never with 0).
   bool ValidatedWithinWindow(int64_t validated_ns) const;
+  // A derived path's index record made under other derivation options (a
+  // view remounted with another dct, channels or decoder): not what the
+  // path holds now, however recently it was validated.
+  bool OtherDerivation(const std::string& path, const ObjectRecord& r) const;
   void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
   Status ReclaimIntents();
 

@@ -49,7 +49,11 @@ bool SameSizeAndTimes(const OriginIdentity& a, const OriginIdentity& b) {
 }
 
 bool SameContent(const OriginIdentity& was, const OriginIdentity& now) {
-  return SameSizeAndTimes(was, now) && (was.ino == now.ino || was.dev != now.dev);
+  if (!SameSizeAndTimes(was, now)) return false;
+  if (((was.dev | now.dev) & kDerivedDevBit) != 0) {
+    return was.dev == now.dev && was.ino == now.ino;
+  }
+  return was.ino == now.ino || was.dev != now.dev;
 }
 
 bool IsPlainRelativePath(const std::string& path) {

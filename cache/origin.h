@@ -45,6 +45,12 @@ struct OriginIdentity {
   std::string ToString() const;
 };
 
+// The st_dev of a derived file (a decoded view's): this bit set, the rest a
+// hash of the view's options and decoder (decode/view_origin.cc). No real
+// device number has it. Two derived files on different such devices hold
+// different bytes, whatever their sizes and times.
+inline constexpr uint64_t kDerivedDevBit = uint64_t{1} << 63;
+
 // Whether now (what the origin has at a path) is the content that was was's,
 // judged by attributes alone: the same size, mtime and ETag, and the same
 // inode, or another filesystem (st_dev differs: the origin was remounted, or
@@ -56,6 +62,9 @@ struct OriginIdentity {
 // On one filesystem another inode is another file even with the same size
 // and mtime: a rewrite and rename within one timestamp tick keeps both (the
 // cache checks such a file's bytes before it takes it for the same).
+// A derived file (kDerivedDevBit) is the same content only on the same
+// device and inode: its times are its raw file's, and a view remounted with
+// other options (dct, channels, decoder=gpu) keeps them.
 bool SameContent(const OriginIdentity& was, const OriginIdentity& now);
 // The same size, mtime and ETag (and ctime where it is the ETag): what every
 // copy that keeps times keeps.
@@ -117,6 +126,12 @@ class Origin {
   // may open those paths in the cache, so the cache locks derived paths
   // apart from (and before) plain ones. Default: false.
   virtual bool IsDerived(const std::string& path) const { return false; }
+  // For a derived path: the st_dev its Stat gives (kDerivedDevBit set), which
+  // names what it is derived with (a view's options and decoder). The cache
+  // takes no record of the path made under another device for this one, not
+  // even within --revalidate or while the origin is unreachable. 0 for a
+  // plain path (the default).
+  virtual uint64_t DerivedDevice(const std::string& path) const { return 0; }
   // Whether a reader may have [off, off + len) of a derived path: EIO where
   // the range holds bytes that did not decode (a decoded view's failed
   // records, which its data holds as zeros). fs/ asks before and after each

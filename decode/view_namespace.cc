@@ -76,6 +76,12 @@ bool ViewNamespace::IsDerived(const std::string& path) const {
   return Route(path, &rest) != nullptr;
 }
 
+uint64_t ViewNamespace::DerivedDevice(const std::string& path) const {
+  std::string rest;
+  ViewOrigin* v = Route(path, &rest);
+  return v ? v->DerivedDevice(rest) : 0;
+}
+
 Status ViewNamespace::CheckRead(const std::string& path, uint64_t off, uint64_t len) {
   std::string rest;
   if (ViewOrigin* v = Route(path, &rest)) return v->CheckRead(rest, off, len);

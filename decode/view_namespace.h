@@ -42,6 +42,7 @@ class ViewNamespace final : public Origin {
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override;
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
   bool IsDerived(const std::string& path) const override;
+  uint64_t DerivedDevice(const std::string& path) const override;
   Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override;
   void Expedite(const std::string& path) override;
   OriginBackoff* backoff() override { return raw_->backoff(); }

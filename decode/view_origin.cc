@@ -515,7 +515,7 @@ ViewOrigin::ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin
       decoder_(decoder ? std::move(decoder)
                        : std::shared_ptr<JpegDecoder>(pool_, &pool_->decoder())),
       fingerprint_(spec_.options.Fingerprint(decoder_->name())),
-      dev_((Fnv1a(spec_.name + "\n" + fingerprint_) | (uint64_t{1} << 63))) {}
+      dev_(Fnv1a(spec_.name + "\n" + fingerprint_) | kDerivedDevBit) {}
 
 ViewOrigin::~ViewOrigin() = default;
 

@@ -112,6 +112,7 @@ class ViewOrigin final : public Origin {
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override;
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
   bool IsDerived(const std::string& path) const override { return true; }
+  uint64_t DerivedDevice(const std::string& path) const override { return dev_; }
   Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override;
   // Raises the decode batches producing path now (its reads' and its
   // layout's, registered by AddBatch) to the priority of the calling thread

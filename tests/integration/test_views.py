@@ -10,7 +10,8 @@ Numbered scenarios:
     image/encoded holds the HWC pixels, shape features set, the others kept.
  4. Decoded bytes live in the SSD tier: a second read (page cache dropped)
     decodes nothing; after a remount the layouts come from the index and
-    nothing is decoded again.
+    nothing is decoded again. A view remounted under the same name with
+    other options (dct) is decoded again, never served the old bytes.
  5. A changed raw file gives a changed view.
  6. Bad input: corrupt records, non-JPEG payloads, truncated JPEGs, huge
     frame headers: on_error=skip leaves them out, on_error=fail reads EIO;
@@ -233,6 +234,29 @@ def test_decoded_bytes_cached_and_survive_remount(mounts, origin):
     r = lib.stoker("stat", m2.mnt)
     assert r.returncode == 0, lib.describe(r)
     assert "view records" in r.stdout and "decode queue" in r.stdout
+
+
+def test_a_view_remounted_with_other_options_is_decoded_again(mounts, origin):
+    """dct=fast and dct=accurate give files of the same size, with the raw
+    file's times: only the options tell them apart (bug: the remount served
+    the fast decode's cached bytes as the accurate one's)."""
+    root, jpegs = origin
+    names = ["train/big.jpg.npy", "train/shard-00000-of-00002"]
+    m = mounts.make(root, args=view_args("d"))
+    fast = [read(m.mnt / ".d" / n) for n in names]
+    m.unmount()
+    m = mounts.make(root, cache=m.cache, args=view_args("d:dct=accurate"))
+    accurate = [read(m.mnt / ".d" / n) for n in names]
+    assert [len(b) for b in accurate] == [len(b) for b in fast]
+    assert accurate[0] != fast[0] and accurate[1] != fast[1]
+    got = np.load(io.BytesIO(accurate[0]))
+    assert np.array_equal(got, vd.decode_like_libjpeg(jpegs["big.jpg"]))
+    s = m.stats()
+    assert s["view_images_decoded"] == 1 and s["view_records_decoded"] == len(jpegs), s
+    m.unmount()
+    # Back to the first options: their bytes are still right.
+    m = mounts.make(root, cache=m.cache, args=view_args("d"))
+    assert [read(m.mnt / ".d" / n) for n in names] == fast
 
 
 # 5 ------------------------------------------------------------------------
