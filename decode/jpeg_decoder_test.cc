@@ -15,6 +15,7 @@
 #include "decode/fallback_jpeg_decoder.h"
 #include "decode/gpu_jpeg_decoder.h"
 #include "decode/testing/batch_backends.h"
+#include "decode/testing/gpu_under_test.h"
 #include "decode/testing/test_jpegs.h"
 
 namespace stoker {
@@ -136,9 +137,10 @@ std::unique_ptr<JpegDecoder> FallbackOverFaulty() {
                                                std::make_shared<FallbackCounters>());
 }
 
-// The GPU as a view with fallback uses it; null without a device.
+// The GPU as a view with fallback uses it (the host stand-in where there is
+// no device); null where neither is.
 std::unique_ptr<JpegDecoder> GpuWithFallback() {
-  auto gpu = OpenGpuJpegDecoder({});
+  auto gpu = testing::OpenGpuUnderTest();
   if (!gpu.ok()) return nullptr;
   return std::make_unique<FallbackJpegDecoder>(*gpu, NewCpuJpegDecoder(),
                                                std::make_shared<FallbackCounters>());

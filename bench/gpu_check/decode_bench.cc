@@ -25,6 +25,7 @@
 #include "decode/decode_pool.h"
 #include "decode/gpu_jpeg_decoder.h"
 #include "decode/testing/test_jpegs.h"
+#include "util/log.h"
 
 namespace stoker {
 namespace {
@@ -218,6 +219,7 @@ int Throughput(const std::vector<Jpeg>& jpegs, std::shared_ptr<BatchingJpegDecod
 
 int main(int argc, char** argv) {
   using namespace stoker;
+  InitLogging("", "info");  // to stderr: stdout is the JSON that bench/gpu_check/run parses
   CLI::App app("stoker decoder measurements (bench/gpu_check)");
   GpuDecoderOptions o;
   std::string jpeg_dir;

@@ -3,6 +3,9 @@
 Numbered scenarios:
  1. Without a usable GPU, --decoder=gpu (or a view's decoder=gpu) fails the
     mount with one clear line and a non-zero exit; nothing is mounted.
+    Where pip installed the nvidia-nvjpeg wheel (CI does), the daemon finds
+    the real nvJPEG by itself, resolves from it and the CUDA runtime every
+    call the backend makes, and fails on the device alone.
  2. Without a usable GPU, --decoder=auto mounts with the CPU decoder, says so
     in stats.json, `stoker stat` and the log, and serves libjpeg-turbo's
     pixels.
@@ -10,12 +13,20 @@ Numbered scenarios:
     pixels close to libjpeg-turbo's, sends a progressive JPEG to the CPU
     (counted), and a view first read with the CPU and then remounted with the
     GPU is decoded again, never served the CPU's cached bytes.
+ 4. On the host stand-in for libcudart and libnvjpeg (build/gpu-standin,
+    decode/gpu/standin/standin.h; any host with a STOKER_CUDA build): the
+    daemon's GPU path runs end to end. Scenario 3 holds, and its pixels are
+    exactly libjpeg-turbo's (the stand-in's); --decoder=auto picks the GPU;
+    `stoker stat` names it; a device that fails mid-stream sends its images
+    to the CPU, counted, with every byte still right; a host whose runtime
+    sees no device fails --decoder=gpu with the runtime's reason.
 
 "No usable GPU" is made on any host by hiding the devices
 (CUDA_VISIBLE_DEVICES=""), so scenarios 1 and 2 run on GPU hosts too.
 """
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +38,13 @@ import view_data as vd  # noqa: E402
 
 ARGS = ["--chunk-size", "64K", "--cache-size", "256M"]
 NO_GPU = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+STANDIN = Path(lib.STOKER_BIN).parent / "gpu-standin"
+
+
+def standin_args():
+    if not (STANDIN / "libnvjpeg.so").exists():
+        pytest.skip(f"no GPU stand-in at {STANDIN} (a build without STOKER_CUDA)")
+    return ["--gpu-library-path", str(STANDIN)]
 
 
 @pytest.fixture
@@ -73,6 +91,33 @@ def test_gpu_without_device_fails_at_mount(tmp_path, origin, stoker_bin, args, w
         assert len(lines) == 1, lib.describe(r)
         assert f"{who}: no usable GPU decoder: " in lines[0], lib.describe(r)
         assert not lib.is_mounted(mnt)
+    finally:
+        lib.cleanup_under(tmp_path)
+
+
+def real_nvjpeg():
+    """The nvidia-nvjpeg wheel's library, where pip installed it; else None."""
+    import site
+    for d in site.getsitepackages() + [site.getusersitepackages()]:
+        for p in sorted(Path(d).glob("nvidia/*/lib/libnvjpeg.so*")):
+            return p
+    return None
+
+
+def test_the_real_nvjpeg_loads_and_only_the_device_is_missing(tmp_path, origin, stoker_bin):
+    found = real_nvjpeg()
+    if found is None:
+        pytest.skip("the nvidia-nvjpeg wheel is not installed")
+    root, _ = origin
+    (tmp_path / "m").mkdir()
+    r = lib.run([stoker_bin, "mount", root, tmp_path / "m", "--cache", tmp_path / "c", *ARGS,
+                 "--decoder", "gpu"], timeout=lib.MOUNT_TIMEOUT, env=NO_GPU)
+    try:
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and len(lines) == 1, lib.describe(r)
+        # Not "not found" (ENOENT) nor "has no <symbol>" (ENOSYS): loaded.
+        assert "--decoder=gpu: no usable GPU decoder: no CUDA device: " in lines[0], \
+            (str(found), lib.describe(r))
     finally:
         lib.cleanup_under(tmp_path)
 
@@ -130,12 +175,18 @@ def test_cpu_is_cpu_and_opens_no_gpu(tmp_path, origin, stoker_bin, mounts):
 def test_gpu_view_on_a_gpu_host(tmp_path, origin, stoker_bin, mounts):
     if not gpu_mount_works(mounts, tmp_path):
         pytest.skip("no usable GPU decoder on this host")
+    check_gpu_view(tmp_path, origin, mounts, [])
+
+
+def check_gpu_view(tmp_path, origin, mounts, extra):
+    """Scenario 3 with extra mount arguments; returns the GPU mount."""
     root, jpegs = origin
     cache = tmp_path / "c"
     m = mounts.make(root, tmp_path / "m", cache, args=ARGS + ["--decoder", "cpu", "--view", "d"])
     cpu_bytes = {n: (m.mnt / ".d" / (n + ".npy")).read_bytes() for n in jpegs}
     m.unmount()
-    m = mounts.make(root, tmp_path / "m", cache, args=ARGS + ["--decoder", "gpu", "--view", "d"])
+    m = mounts.make(root, tmp_path / "m", cache,
+                    args=ARGS + extra + ["--decoder", "gpu", "--view", "d"])
     s = m.stats()
     assert s["decoder"] == "gpu", s
     assert s["view_decoders"]["d"].startswith("nvjpeg "), s
@@ -151,3 +202,71 @@ def test_gpu_view_on_a_gpu_host(tmp_path, origin, stoker_bin, mounts):
     assert s["decode_fallbacks_unsupported"] >= 1, s  # prog.jpg
     assert s["view_images_decoded"] == len(jpegs), s  # none served from the CPU's cache
     assert any(gpu_bytes[n] != cpu_bytes[n] for n in jpegs if n != "prog.jpg")
+    return m
+
+
+# 4 ------------------------------------------------------------------------
+
+
+def test_gpu_view_on_the_standin(tmp_path, origin, mounts):
+    m = check_gpu_view(tmp_path, origin, mounts, standin_args())
+    _, jpegs = origin
+    for name, jpeg in jpegs.items():
+        if name != "prog.jpg":  # decoded by the CPU fallback, with the view's fast DCT
+            got = np.load(m.mnt / ".d" / (name + ".npy"))
+            assert np.array_equal(got, vd.decode_like_libjpeg(jpeg)), name
+    s = m.stats()
+    assert "stand-in" in s["gpu_backend"]["device"], s
+    assert s["gpu_backend"]["nvjpeg_path"] == str(STANDIN / "libnvjpeg.so"), s
+    assert s["decode_fallbacks"] == s["decode_fallbacks_unsupported"] == 1, s
+    r = lib.stoker("stat", m.mnt)
+    assert r.returncode == 0, lib.describe(r)
+    row = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("decoder")]
+    assert row and "gpu (--decoder=gpu" in row[0] and "1 fell back to the cpu" in row[0], r.stdout
+
+
+def test_auto_picks_the_standin(tmp_path, origin, mounts):
+    root, jpegs = origin
+    m = mounts.make(root, tmp_path / "m", tmp_path / "c",
+                    args=ARGS + standin_args() + ["--decoder", "auto", "--view", "d"])
+    s = m.stats()
+    assert s["decoder"] == "gpu" and s["decoder_reason"].startswith("--decoder=auto"), s
+    np.load(m.mnt / ".d" / "img0.jpg.npy")
+    assert m.stats()["gpu_images"] >= 1
+
+
+def test_a_failing_device_falls_back_to_the_cpu(tmp_path, origin, mounts, monkeypatch):
+    """Every 1st stream synchronisation of the daemon fails (the knob counts
+    down once): those images are decoded by the CPU, counted, and with
+    dct=accurate both decoders give the same bytes, so every file is right."""
+    root, jpegs = origin
+    monkeypatch.setenv("STOKER_STANDIN_FAIL_SYNC", "1")
+    m = mounts.make(root, tmp_path / "m", tmp_path / "c",
+                    args=ARGS + standin_args() + ["--decoder", "gpu", "--view", "d:dct=accurate"])
+    for name, jpeg in sorted(jpegs.items()):
+        got = np.load(m.mnt / ".d" / (name + ".npy"))
+        assert np.array_equal(got, vd.decode_like_libjpeg(jpeg)), name
+    s = m.stats()
+    assert s["decode_fallbacks_device_error"] >= 1, s
+    assert s["gpu_failed"] >= 1 and s["gpu_images"] >= 3, s
+    assert s["view_errors"] == 0, s
+
+
+@pytest.mark.parametrize("decoder", ["gpu", "auto"])
+def test_a_runtime_without_a_device(tmp_path, origin, stoker_bin, mounts, monkeypatch, decoder):
+    root, _ = origin
+    monkeypatch.setenv("STOKER_STANDIN_DEVICES", "0")
+    args = ARGS + standin_args() + ["--decoder", decoder, "--view", "d"]
+    if decoder == "gpu":
+        (tmp_path / "m").mkdir()
+        r = lib.run([stoker_bin, "mount", root, tmp_path / "m", "--cache", tmp_path / "c", *args],
+                    timeout=lib.MOUNT_TIMEOUT)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode != 0 and len(lines) == 1, lib.describe(r)
+        assert "--decoder=gpu: no usable GPU decoder: no CUDA device: no CUDA-capable device" \
+            in lines[0], lib.describe(r)
+        assert not lib.is_mounted(tmp_path / "m")
+    else:
+        m = mounts.make(root, tmp_path / "m", tmp_path / "c", args=args)
+        s = m.stats()
+        assert s["decoder"] == "cpu" and "no CUDA device" in s["decoder_reason"], s

@@ -6,6 +6,9 @@ Skipped where tensorflow (tensorflow-cpu from PyPI) is not installed.
  2. Over the decoded view, decode_raw + reshape equals tf.io.decode_jpeg of
     the raw record bit for bit: default settings, and
     dct_method='INTEGER_ACCURATE' against dct=accurate; colour and gray.
+    Also for a decoder=gpu view made by the GPU backend on the host
+    stand-in for libcudart and libnvjpeg (its pixels are libjpeg-turbo's with
+    the accurate DCT; bench/gpu_check reads nvJPEG's own on a GPU host).
  3. np.load of .npy views equals tf.io.decode_jpeg of the original files.
  4. A dataset with bad records: on_error=skip yields the good ones only;
     on_error=fail makes TensorFlow's read fail. Also a JPEG whose header is
@@ -80,6 +83,18 @@ def test_view_pixels_equal_decode_jpeg(mounts, dataset, view, dct_method):
     for shard in ("shard-0", "shard-1"):
         assert_decoded(records([m.mnt / "train" / shard]),
                        records([m.mnt / name / "train" / shard]), dct_method)
+
+
+def test_gpu_view_pixels_equal_decode_jpeg(mounts, dataset):
+    from test_gpu_decoder import standin_args
+    root, jpegs = dataset
+    m = mounts.make(root, args=view_args("g:decoder=gpu", extra=standin_args()))
+    for shard in ("shard-0", "shard-1"):
+        assert_decoded(records([m.mnt / "train" / shard]),
+                       records([m.mnt / ".g" / "train" / shard]), "INTEGER_ACCURATE")
+    s = m.stats()
+    assert s["view_decoders"]["g"].startswith("nvjpeg "), s
+    assert s["gpu_images"] >= len(jpegs) and s["decode_fallbacks"] == 0, s
 
 
 def assert_decoded(raw, decoded, dct_method=""):
