@@ -6,6 +6,12 @@
 // are loaded at run time (decode/gpu/gpu_libraries.h), so the same binary
 // runs without them and OpenGpuJpegDecoder then fails with the reason.
 //
+// Engines: the device's hardware JPEG decoder where it has one (and
+// options.hardware), with a GPU-hybrid handle beside it for the JPEGs the
+// hardware does not take (extended-sequential, or scans that do not
+// interleave every component; one it refuses for another reason is retried
+// there alone); else the GPU-hybrid decoder, else the hybrid one.
+//
 // What it decodes: 8-bit baseline and extended-sequential Huffman JPEGs,
 // YCbCr or grayscale, sampled 4:4:4, 4:2:2, 4:2:0 or 4:4:0, ending in an EOI
 // marker. Anything else (progressive, arithmetic, CMYK/YCCK, RGB without

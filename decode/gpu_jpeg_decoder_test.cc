@@ -181,8 +181,10 @@ class GpuStandin : public GpuDevice {
   }
   void TearDown() override {
     if (standin_.loaded()) {
-      for (const char* k : {"REJECT_WIDTH", "FAIL_SYNC", "HARDWARE", "HOLD_SYNC"})
+      for (const char* k :
+           {"REJECT_WIDTH", "FAIL_SYNC", "HARDWARE", "HOLD_SYNC", "HARDWARE_REJECT_WIDTH"}) {
         standin_.Set(k, 0);
+      }
     }
   }
   // Decodes every JPEG of jpegs at once, from as many threads, so that they
@@ -395,12 +397,79 @@ TEST_F(GpuStandin, TheHardwareEngineIsPreferred) {
   ASSERT_TRUE(hw.ok());
   auto b = (*hw)->Stats()["gpu_backend"];
   EXPECT_EQ("hardware", b["engine"].get<std::string>());
+  EXPECT_EQ("gpu-hybrid", b["rest_engine"].get<std::string>());
   EXPECT_EQ(7u, b["hardware_engines"].get<unsigned>());
-  EXPECT_NE(std::string::npos, (*hw)->name().find(" hardware interpolated")) << (*hw)->name();
+  EXPECT_NE(std::string::npos, (*hw)->name().find(" hardware+gpu-hybrid interpolated"))
+      << (*hw)->name();
   o.hardware = false;
   auto refused = OpenGpuJpegDecoder(o);
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ("gpu-hybrid", (*refused)->Stats()["gpu_backend"]["engine"].get<std::string>());
+}
+
+// Beside the hardware engine, a GPU-hybrid handle takes what the hardware
+// does not: extended-sequential JPEGs and scans that do not interleave every
+// component by their headers, and an image the hardware refuses alone. All
+// of them decode on the device, to the right bytes, each counted once.
+TEST_F(GpuStandin, WhatTheHardwareDoesNotTakeGoesToTheEngineBesideIt) {
+  standin_.Set("HARDWARE", 1);
+  standin_.Set("HARDWARE_REJECT_WIDTH", 71);
+  GpuDecoderOptions o;
+  o.library_path = {STOKER_GPU_STANDIN_DIR};
+  auto d = OpenGpuJpegDecoder(o);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_EQ("gpu-hybrid", (*d)->Stats()["gpu_backend"]["rest_engine"].get<std::string>());
+  auto cpu = NewCpuJpegDecoder();
+  std::vector<std::string> jpegs;
+  int hardware = 0;
+  for (int i = 0; i < 24; ++i) {
+    const int w = i == 4 ? 71 : 60 + i % 4, h = 40;
+    auto rgb = MakeImage(w, h, 3, i);
+    switch (i % 4) {
+      case 0:  // baseline, interleaved: the hardware's (but for image 4's width)
+        jpegs.push_back(EncodeTj(rgb, w, h, TJPF_RGB, TJSAMP_420, 90));
+        hardware += i != 4;
+        break;
+      case 1: {  // the same as extended sequential (SOF1): the hybrid's
+        std::string j = EncodeTj(rgb, w, h, TJPF_RGB, TJSAMP_422, 90);
+        const size_t sof = j.find("\xFF\xC0");
+        ASSERT_NE(std::string::npos, sof);
+        j[sof + 1] = static_cast<char>(0xC1);
+        jpegs.push_back(j);
+        break;
+      }
+      case 2: {  // one scan per component: the hybrid's
+        LibjpegOptions lo;
+        lo.non_interleaved = true;
+        jpegs.push_back(EncodeLibjpeg(rgb, w, h, lo));
+        break;
+      }
+      default:  // gray: one component in its one scan, the hardware's
+        jpegs.push_back(EncodeTj(MakeImage(w, h, 1, i), w, h, TJPF_GRAY, TJSAMP_GRAY, 90));
+        hardware++;
+    }
+  }
+  const long long hw_before = standin_.Get("DECODED_HARDWARE");
+  const long long refused = standin_.Get("HARDWARE_REFUSED");
+  // By their headers: the hardware is never handed what it does not take.
+  const std::string odd = jpegs[4];
+  jpegs.erase(jpegs.begin() + 4);
+  std::vector<std::vector<uint8_t>> out;
+  auto st = DecodeAll(**d, jpegs, &out);
+  for (size_t i = 0; i < jpegs.size(); ++i) {
+    ASSERT_TRUE(st[i].ok()) << i << ": " << st[i].ToString();
+    EXPECT_TRUE(*Decode(*cpu, jpegs[i], 3, DctMethod::kAccurate) == out[i]) << i;
+  }
+  EXPECT_EQ(refused, standin_.Get("HARDWARE_REFUSED"));
+  // Refused by the hardware for no reason its header shows: retried beside it.
+  auto alone = Decode(**d, odd, 3, DctMethod::kAccurate);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_TRUE(*Decode(*cpu, odd, 3, DctMethod::kAccurate) == *alone);
+  EXPECT_EQ(refused + 1, standin_.Get("HARDWARE_REFUSED"));
+  auto b = (*d)->Stats()["gpu_backend"];
+  EXPECT_EQ(hardware, b["engine_images"].get<int>());
+  EXPECT_EQ(24 - hardware, b["rest_engine_images"].get<int>());
+  EXPECT_EQ(hardware, standin_.Get("DECODED_HARDWARE") - hw_before);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // Built only with STOKER_CUDA; every CUDA and nvJPEG call goes through the
 // dlopen'ed GpuLibraries.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -106,6 +107,22 @@ bool DeviceWide(int s) {
          s == nvj::kNotInitialized;
 }
 
+// Whether the first scan holds every component (header_size ends its SOS
+// header: FF DA, length 6 + 2 Ns, Ns, ...).
+bool FirstScanInterleavesAll(const JpegJob& j) {
+  const size_t end = j.info.header_size;
+  if (end < 6 || end > j.len) return false;
+  for (int ns = 1; ns <= 4; ++ns) {
+    const size_t len = 6 + 2 * static_cast<size_t>(ns);
+    if (end < len + 2) break;
+    const uint8_t* sos = j.jpeg + end - len - 2;
+    if (sos[0] == 0xFF && sos[1] == 0xDA && ((sos[2] << 8) | sos[3]) == len && sos[4] == ns) {
+      return ns == j.info.components;
+    }
+  }
+  return false;
+}
+
 bool HasEoiAfter(const uint8_t* p, size_t len, size_t from) {
   for (size_t i = len; i >= from + 2; --i) {
     if (p[i - 2] == 0xFF && p[i - 1] == 0xD9) return true;
@@ -124,14 +141,18 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
     c.SetDevice(o_.device);
     for (Lane& l : lanes_) {
       if (l.stream) c.StreamSynchronize(l.stream);
-      for (nvj::State s : l.state) {
-        if (s) n.JpegStateDestroy(s);
+      for (auto& per_engine : l.state) {
+        for (nvj::State s : per_engine) {
+          if (s) n.JpegStateDestroy(s);
+        }
       }
       if (l.stream) c.StreamDestroy(l.stream);
       if (l.dev) c.Free(l.dev);
       if (l.host) c.FreeHost(l.host);
     }
-    if (handle_) n.Destroy(handle_);
+    for (nvj::Handle h : handle_) {
+      if (h) n.Destroy(h);
+    }
   }
 
   Status Init() {
@@ -167,22 +188,31 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
     choices.push_back({nvj::kBackendGpuHybrid, "gpu-hybrid"});
     choices.push_back({nvj::kBackendDefault, "hybrid"});
     int last = nvj::kSuccess;
-    for (const Choice& ch : choices) {
+    for (size_t i = 0; i < choices.size() && !handle_[kMain]; ++i) {
       for (unsigned flags : {nvj::kFlagUpsamplingWithInterpolation, nvj::kFlagsDefault}) {
-        last = n.CreateEx(ch.backend, &dev, &pinned, flags, &handle_);
+        last = n.CreateEx(choices[i].backend, &dev, &pinned, flags, &handle_[kMain]);
         if (last == nvj::kSuccess) {
-          engine_ = ch.name;
+          engine_ = choices[i].name;
           interpolated_ = flags != nvj::kFlagsDefault;
+          // The hardware engines take only baseline JPEGs in one interleaved
+          // scan: the rest go to the next engine on the list, beside it.
+          for (size_t k = i + 1; i == 0 && o_.hardware && k < choices.size(); ++k) {
+            if (n.CreateEx(choices[k].backend, &dev, &pinned, flags, &handle_[kRest]) ==
+                nvj::kSuccess) {
+              rest_engine_ = choices[k].name;
+              break;
+            }
+            handle_[kRest] = nullptr;
+          }
           break;
         }
-        handle_ = nullptr;
+        handle_[kMain] = nullptr;
       }
-      if (handle_) break;
     }
-    if (!handle_) return FromNvjpeg(last, "nvjpegCreateEx");
+    if (!handle_[kMain]) return FromNvjpeg(last, "nvjpegCreateEx");
     if (engine_ == std::string("hardware") && n.GetHardwareDecoderInfo) {
       unsigned engines = 0, cores = 0;
-      if (n.GetHardwareDecoderInfo(handle_, &engines, &cores) == nvj::kSuccess) {
+      if (n.GetHardwareDecoderInfo(handle_[kMain], &engines, &cores) == nvj::kSuccess) {
         hardware_engines_ = engines;
       }
     }
@@ -191,9 +221,12 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
           e != cudaSuccess) {
         return libs_->CudaError(e, "cudaStreamCreateWithFlags");
       }
-      for (nvj::State& s : l.state) {
-        if (int st = n.JpegStateCreate(handle_, &s); st != nvj::kSuccess) {
-          return FromNvjpeg(st, "nvjpegJpegStateCreate");
+      for (int e : {kMain, kRest}) {
+        if (!handle_[e]) continue;
+        for (nvj::State& s : l.state[e]) {
+          if (int st = n.JpegStateCreate(handle_[e], &s); st != nvj::kSuccess) {
+            return FromNvjpeg(st, "nvjpegJpegStateCreate");
+          }
         }
       }
       void* p = nullptr;
@@ -212,7 +245,8 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
   std::string name() const override {
     const int* v = libs_->nvjpeg_version;
     return "nvjpeg " + std::to_string(v[0]) + "." + std::to_string(v[1]) + "." +
-           std::to_string(v[2]) + " " + engine_ + (interpolated_ ? " interpolated" : "");
+           std::to_string(v[2]) + " " + engine_ + (handle_[kRest] ? "+" + rest_engine_ : "") +
+           (interpolated_ ? " interpolated" : "");
   }
   int lanes() const override { return static_cast<int>(lanes_.size()); }
   size_t max_batch() const override { return o_.max_batch; }
@@ -225,6 +259,11 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
     j["compute_capability"] = capability_;
     j["engine"] = engine_;
     j["hardware_engines"] = hardware_engines_;
+    // Where the engine is the hardware: the engine beside it for what it
+    // does not take, and the images each decoded.
+    j["rest_engine"] = handle_[kRest] ? rest_engine_ : "";
+    j["engine_images"] = images_[kMain].load();
+    j["rest_engine_images"] = images_[kRest].load();
     j["nvjpeg_path"] = libs_->nvjpeg_path;
     j["cudart_path"] = libs_->cudart_path;
     j["cuda_runtime_version"] = libs_->runtime_version;
@@ -247,9 +286,11 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
       for (Status& r : results) r = libs_->CudaError(e, "cudaSetDevice");
       return;
     }
-    // Place each image in the lane's buffer, grouped by output format.
-    std::vector<size_t> group[2];  // [0]: RGBI, [1]: Y
+    // Place each image in the lane's buffer, grouped by engine and output
+    // format.
+    std::vector<size_t> group[2][2];  // [engine][0: RGBI, 1: Y]
     std::vector<size_t> offset(jobs.size(), 0);
+    std::vector<int> engine(jobs.size(), kMain);
     uint64_t used = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
       results[i] = Screen(jobs[i]);
@@ -263,10 +304,14 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
       }
       offset[i] = at;
       used = at + bytes;
-      group[IsRgb(jobs[i]) ? 0 : 1].push_back(i);
+      const int e = handle_[kRest] && !HardwareTakes(jobs[i]) ? kRest : kMain;
+      group[e][IsRgb(jobs[i]) ? 0 : 1].push_back(i);
     }
-    for (int f = 0; f < 2; ++f) {
-      if (!group[f].empty()) Decode(l, f, jobs, offset, group[f], 0, group[f].size(), results);
+    for (int e : {kMain, kRest}) {
+      for (int f = 0; f < 2; ++f) {
+        const std::vector<size_t>& g = group[e][f];
+        if (!g.empty()) Decode(l, e, f, jobs, offset, g, 0, g.size(), results, engine);
+      }
     }
     if (used == 0) return;
     cudaError_t e = c.MemcpyAsync(l.host, l.dev, used, cudaMemcpyDeviceToHost, l.stream);
@@ -276,24 +321,31 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
       for (Status& r : results) {
         if (r.ok()) r = s;
       }
-      l.init[0] = l.init[1] = -1;
+      for (auto& per_engine : l.init) per_engine[0] = per_engine[1] = -1;
       return;
     }
     for (size_t i = 0; i < jobs.size(); ++i) {
-      if (results[i].ok()) CopyOut(jobs[i], l.host + offset[i]);
+      if (!results[i].ok()) continue;
+      CopyOut(jobs[i], l.host + offset[i]);
+      images_[engine[i]]++;
     }
   }
 
  private:
+  enum Engine { kMain = 0, kRest = 1 };  // the chosen engine; the one beside the hardware
   struct Lane {
     cudaStream_t stream = nullptr;
-    nvj::State state[2] = {nullptr, nullptr};  // per output format
-    int init[2] = {-1, -1};                    // batch size each state is initialised for
+    nvj::State state[2][2] = {};            // [engine][output format]
+    int init[2][2] = {{-1, -1}, {-1, -1}};  // batch size each state is initialised for
     uint8_t* dev = nullptr;
     uint8_t* host = nullptr;
   };
 
   static bool IsRgb(const JpegJob& j) { return j.shape.channels == 3 && j.info.components == 3; }
+  // What nvJPEG's hardware backend takes: baseline, one interleaved scan.
+  static bool HardwareTakes(const JpegJob& j) {
+    return j.info.process == JpegProcess::kBaseline && FirstScanInterleavesAll(j);
+  }
   static uint64_t DeviceBytes(const JpegJob& j) {
     return uint64_t{j.shape.width} * j.shape.height * (IsRgb(j) ? 3 : 1);
   }
@@ -327,23 +379,26 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
     return Status::OK();
   }
 
-  // Decodes group[lo, hi) as one nvJPEG batch; a batch that fails is split
-  // in halves until the images that fail are alone.
-  void Decode(Lane& l, int f, std::span<const JpegJob> jobs, const std::vector<size_t>& offset,
-              const std::vector<size_t>& group, size_t lo, size_t hi, std::span<Status> results) {
+  // Decodes group[lo, hi) as one nvJPEG batch on engine e; a batch that
+  // fails is split in halves until the images that fail are alone, and an
+  // image the hardware refuses alone goes to the engine beside it. Sets
+  // engine[i] to the engine that took image i.
+  void Decode(Lane& l, int e, int f, std::span<const JpegJob> jobs,
+              const std::vector<size_t>& offset, const std::vector<size_t>& group, size_t lo,
+              size_t hi, std::span<Status> results, std::vector<int>& engine) {
     const NvjpegApi& n = libs_->nvjpeg;
     const int count = static_cast<int>(hi - lo);
     const nvj::OutputFormat fmt = f == 0 ? nvj::kOutputRGBI : nvj::kOutputY;
     auto fail_all = [&](const Status& s) {
       for (size_t k = lo; k < hi; ++k) results[group[k]] = s;
     };
-    if (l.init[f] != count) {
-      int st = n.DecodeBatchedInitialize(handle_, l.state[f], count, 1, fmt);
+    if (l.init[e][f] != count) {
+      int st = n.DecodeBatchedInitialize(handle_[e], l.state[e][f], count, 1, fmt);
       if (st != nvj::kSuccess) {
-        l.init[f] = -1;
+        l.init[e][f] = -1;
         return fail_all(FromNvjpeg(st, "nvjpegDecodeBatchedInitialize"));
       }
-      l.init[f] = count;
+      l.init[e][f] = count;
     }
     std::vector<const unsigned char*> data(count);
     std::vector<size_t> lengths(count);
@@ -356,14 +411,20 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
       dest[k].channel[0] = l.dev + offset[group[lo + k]];
       dest[k].pitch[0] = size_t{j.shape.width} * (f == 0 ? 3 : 1);
     }
-    int st =
-        n.DecodeBatched(handle_, l.state[f], data.data(), lengths.data(), dest.data(), l.stream);
-    if (st == nvj::kSuccess) return;
-    l.init[f] = -1;  // a failed batch leaves the state to be reset
+    int st = n.DecodeBatched(handle_[e], l.state[e][f], data.data(), lengths.data(), dest.data(),
+                             l.stream);
+    if (st == nvj::kSuccess) {
+      for (size_t k = lo; k < hi; ++k) engine[group[k]] = e;
+      return;
+    }
+    l.init[e][f] = -1;  // a failed batch leaves the state to be reset
+    if (count == 1 && e == kMain && handle_[kRest] && st == nvj::kJpegNotSupported) {
+      return Decode(l, kRest, f, jobs, offset, group, lo, hi, results, engine);
+    }
     if (count == 1 || DeviceWide(st)) return fail_all(FromNvjpeg(st, "nvjpegDecodeBatched"));
     const size_t mid = lo + (hi - lo) / 2;
-    Decode(l, f, jobs, offset, group, lo, mid, results);
-    Decode(l, f, jobs, offset, group, mid, hi, results);
+    Decode(l, e, f, jobs, offset, group, lo, mid, results, engine);
+    Decode(l, e, f, jobs, offset, group, mid, hi, results, engine);
   }
 
   // From the pinned buffer to the caller's; a grayscale decode asked for as
@@ -382,8 +443,10 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
   const std::shared_ptr<const GpuLibraries> libs_;
   const GpuDecoderOptions o_;
   std::vector<Lane> lanes_;  // each used by one BatchingJpegDecoder lane thread at a time
-  nvj::Handle handle_ = nullptr;
+  nvj::Handle handle_[2] = {nullptr, nullptr};  // [Engine]; kRest only beside the hardware
   std::string engine_;
+  std::string rest_engine_;
+  std::atomic<uint64_t> images_[2] = {0, 0};
   bool interpolated_ = false;
   unsigned hardware_engines_ = 0;
   std::string device_name_ = "?";

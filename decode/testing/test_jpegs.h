@@ -67,6 +67,8 @@ struct LibjpegOptions {
   unsigned restart_interval = 0;  // in MCUs
   int restart_in_rows = 0;
   bool write_jfif = true;
+  // Sequential, one scan per component (not interleaved).
+  bool non_interleaved = false;
 };
 
 inline void AbortOnJpegError(j_common_ptr cinfo) {
@@ -124,6 +126,14 @@ inline std::string EncodeLibjpeg(const std::vector<uint8_t>& pixels, int w, int 
   cinfo.write_JFIF_header =
       o.write_jfif && (o.color == JpegColor::kYCbCr || o.color == JpegColor::kGray);
   if (o.progressive) jpeg_simple_progression(&cinfo);
+  jpeg_scan_info scans[4];  // read by jpeg_start_compress below
+  if (o.non_interleaved) {
+    for (int c = 0; c < cinfo.num_components; ++c) {
+      scans[c] = jpeg_scan_info{1, {c, 0, 0, 0}, 0, 63, 0, 0};
+    }
+    cinfo.scan_info = scans;
+    cinfo.num_scans = cinfo.num_components;
+  }
   cinfo.arith_code = o.arithmetic ? TRUE : FALSE;
   cinfo.restart_interval = o.restart_interval;
   cinfo.restart_in_rows = o.restart_in_rows;

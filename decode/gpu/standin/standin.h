@@ -24,7 +24,11 @@
 //   DEVICE_MEMORY  bytes cudaMalloc hands out in all (default 8 GiB)
 //   HARDWARE       1: the hardware backend is accepted (default 0: refused
 //                  with NVJPEG_STATUS_ARCH_MISMATCH, as on a device without
-//                  JPEG engines)
+//                  JPEG engines); as nvJPEG's, it takes only baseline JPEGs
+//                  whose one scan interleaves every component, and fails a
+//                  batch holding another with JPEG_NOT_SUPPORTED
+//   HARDWARE_REJECT_WIDTH  the hardware backend alone refuses images this
+//                  wide, as it may refuse what its rules above let through
 //   REJECT_WIDTH   a batch holding an image this wide fails
 //                  NVJPEG_STATUS_JPEG_NOT_SUPPORTED (default 0: none)
 //   FAIL_SYNC      the FAIL_SYNC-th stream synchronisation from now fails
@@ -32,7 +36,9 @@
 //   HOLD_SYNC      1: stream synchronisations wait until it is 0 again, so
 //                  a test can hold a lane busy while work queues
 // Readings (stoker_standin_get): LIVE_DEVICE_BYTES, LIVE_PINNED_BYTES,
-// LIVE_STREAMS, SYNCS, DECODE_BATCHED (calls), DECODED (images).
+// LIVE_STREAMS, SYNCS, DECODE_BATCHED (calls), DECODED (images),
+// DECODED_HARDWARE (images, by a hardware-backend handle), HARDWARE_REFUSED
+// (batches a hardware-backend handle refused).
 //
 // Thread-safety: every call is thread-safe; a stream is used by one thread
 // at a time, as the backend's lanes use theirs.

@@ -30,9 +30,21 @@ struct Knob {
 };
 
 Knob g_knobs[] = {
-    {"DEVICES", 1},   {"DEVICE_MEMORY", 8LL << 30}, {"HARDWARE", 0},          {"REJECT_WIDTH", 0},
-    {"FAIL_SYNC", 0}, {"LIVE_DEVICE_BYTES", 0},     {"LIVE_PINNED_BYTES", 0}, {"LIVE_STREAMS", 0},
-    {"SYNCS", 0},     {"DECODE_BATCHED", 0},        {"DECODED", 0},           {"HOLD_SYNC", 0},
+    {"DEVICES", 1},
+    {"DEVICE_MEMORY", 8LL << 30},
+    {"HARDWARE", 0},
+    {"REJECT_WIDTH", 0},
+    {"FAIL_SYNC", 0},
+    {"LIVE_DEVICE_BYTES", 0},
+    {"LIVE_PINNED_BYTES", 0},
+    {"LIVE_STREAMS", 0},
+    {"SYNCS", 0},
+    {"DECODE_BATCHED", 0},
+    {"DECODED", 0},
+    {"HOLD_SYNC", 0},
+    {"DECODED_HARDWARE", 0},
+    {"HARDWARE_REJECT_WIDTH", 0},
+    {"HARDWARE_REFUSED", 0},
 };
 
 Knob* Find(const char* name) {

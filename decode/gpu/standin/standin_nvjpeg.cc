@@ -55,6 +55,24 @@ void Store(void* arg, int ok) {
   delete batch;
 }
 
+// What nvJPEG's hardware backend takes: a baseline (SOF0) JPEG whose first
+// scan interleaves every component (nvjpeg.h: "baseline JPEG bitstream with
+// single scan"). The markers are walked up to the first SOS.
+bool HardwareTakes(const unsigned char* p, size_t n) {
+  int sof = -1, components = 0;
+  for (size_t i = 2; i + 4 <= n && p[i] == 0xFF;) {
+    const int m = p[i + 1];
+    const size_t len = (size_t{p[i + 2]} << 8) | p[i + 3];
+    if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC && i + 10 <= n) {
+      sof = m;
+      components = p[i + 9];
+    }
+    if (m == 0xDA) return sof == 0xC0 && i + 5 <= n && p[i + 4] == components;
+    i += 2 + len;
+  }
+  return false;
+}
+
 // Grows one scratch buffer to at least n bytes through an allocator.
 template <typename Malloc, typename Free>
 bool Grow(void** p, size_t* have, size_t n, Malloc m, Free f) {
@@ -156,6 +174,11 @@ nvj::Status nvjpegDecodeBatched(nvj::Handle h, nvj::State s, const unsigned char
       return fail(nvj::kBadJpeg);
     }
     if (w == stoker_standin_get("REJECT_WIDTH")) return fail(nvj::kJpegNotSupported);
+    if (h->backend == nvj::kBackendHardware &&
+        (!HardwareTakes(data[i], lengths[i]) || w == stoker_standin_get("HARDWARE_REJECT_WIDTH"))) {
+      stoker_standin_count("HARDWARE_REFUSED", 1);
+      return fail(nvj::kJpegNotSupported);
+    }
     Decoded& d = (*batch)[static_cast<size_t>(i)];
     d.dest = dest[i];
     d.row_bytes = static_cast<size_t>(w) * channels;
@@ -184,6 +207,7 @@ nvj::Status nvjpegDecodeBatched(nvj::Handle h, nvj::State s, const unsigned char
   }
   tjDestroy(tj);
   stoker_standin_count("DECODED", s->batch);
+  if (h->backend == nvj::kBackendHardware) stoker_standin_count("DECODED_HARDWARE", s->batch);
   if (stoker_standin_enqueue(stream, &Store, batch) != cudaSuccess) return nvj::kExecutionFailed;
   return nvj::kSuccess;
 }
