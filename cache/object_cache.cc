@@ -436,7 +436,9 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenHeldUnlocked(const std::string&
   }
   if (!entry) {
     auto r = index_->GetObject(path);
-    if (r.ok() && r->has_value()) entry = ObjectEntry{**r, MakeVersion(path, **r), false};
+    if (r.ok() && r->has_value() && !OtherDerivation(path, **r)) {
+      entry = ObjectEntry{**r, MakeVersion(path, **r), false};
+    }
   }
   if (!entry || entry->version->superseded || !HeldWhole(*entry->version)) {
     counters_.errors++;
@@ -492,7 +494,9 @@ std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bo
 
 bool ObjectCacheImpl::OtherDerivation(const std::string& path, const ObjectRecord& r) const {
   const uint64_t dev = origin_->DerivedDevice(path);
-  return dev != 0 && r.identity.dev != dev;
+  // A plain path whose record is a derived file's: a view's path before.
+  if (dev == 0) return (r.identity.dev & kDerivedDevBit) != 0;
+  return r.identity.dev != dev;
 }
 
 bool ObjectCacheImpl::ValidatedWithinWindow(int64_t validated_ns) const {

@@ -271,8 +271,9 @@ class ObjectCacheImpl final : public ObjectCache {
   // --revalidate (never with 0).
   bool ValidatedWithinWindow(int64_t validated_ns) const;
   // A derived path's index record made under other derivation options (a
-  // view remounted with another dct, channels or decoder): not what the
-  // path holds now, however recently it was validated.
+  // view remounted with another dct, channels or decoder), or a plain
+  // path's record of a derived file: not what the path holds now, however
+  // recently it was validated. Every use of an index record checks it.
   bool OtherDerivation(const std::string& path, const ObjectRecord& r) const;
   void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
   Status ReclaimIntents();

@@ -227,6 +227,44 @@ TEST_F(ObjectCacheTest, ANewProcessServesFromTheIndexWithoutTheOrigin) {
   EXPECT_EQ(cache->Stats()["chunks"], 6u);
 }
 
+// A derived file (a decoded view's) whose record was made on another device
+// (the view remounted with other options: the same size and times, other
+// bytes) is not served within --revalidate, nor while the origin is
+// unreachable; it is replaced by a new version. A record of the same
+// options still is. Regression: the remount served the old options' bytes.
+TEST_F(ObjectCacheTest, ADerivedRecordOfOtherOptionsIsNeverServed) {
+  const uint64_t fast = kDerivedDevBit | 1, accurate = kDerivedDevBit | 2;
+  Put("a", Pattern(3 * kCs, 1));
+  origin_->DeriveAs(fast);
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), Pattern(3 * kCs, 1)); }
+  struct stat st;
+  ASSERT_EQ(stat(origin_dir_.Sub("a").c_str(), &st), 0);
+  Put("a", Pattern(3 * kCs, 2));  // in place: the same inode
+  struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, origin_dir_.Sub("a").c_str(), times, 0), 0);
+  origin_->DeriveAs(accurate);
+  {
+    auto cache = OpenCache();
+    EXPECT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 2));
+    EXPECT_EQ(cache->counters().revalidations.load(), 1u);
+    EXPECT_EQ(cache->counters().origin_changes.load(), 1u);
+  }
+  origin_->SetFailure(ENOTCONN);
+  origin_->DeriveAs(fast);
+  {
+    auto cache = OpenCache();
+    Status s;
+    ReadAll(*cache, "a", &s);
+    EXPECT_EQ(ENOTCONN, s.code()) << s.ToString();
+  }
+  origin_->DeriveAs(accurate);
+  {
+    auto cache = OpenCache();
+    EXPECT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 2));
+    EXPECT_EQ(cache->counters().revalidations.load(), 0u);
+  }
+}
+
 TEST_F(ObjectCacheTest, KnownVersionsInMemoryAreBounded) {
   options_.max_object_entries = 8;
   for (int i = 0; i < 40; ++i) Put("f" + std::to_string(i), Pattern(kCs / 2 + i, i));

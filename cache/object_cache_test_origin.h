@@ -36,6 +36,11 @@ class ControlledOrigin : public Origin {
     backoff_ = std::make_unique<OriginBackoff>(backoff_ns, std::move(clock));
   }
   int stat_calls() const { return stat_calls_.load(); }
+  // Makes every path a derived one on device dev (kDerivedDevBit set), as a
+  // decoded view's files are: Stat and Identity give that st_dev. 0: plain.
+  void DeriveAs(uint64_t dev) { derived_dev_ = dev; }
+  bool IsDerived(const std::string& path) const override { return derived_dev_.load() != 0; }
+  uint64_t DerivedDevice(const std::string& path) const override { return derived_dev_.load(); }
   OriginBackoff* backoff() override { return backoff_.get(); }
 
   std::string Describe() const override { return "controlled:" + inner_->Describe(); }
@@ -45,6 +50,7 @@ class ControlledOrigin : public Origin {
     Result<struct stat> st =
         fail_.load() ? Result<struct stat>(Down(fail_.load())) : inner_->Stat(path);
     if (backoff_) backoff_->Record(st.ok() ? Status::OK() : st.status());
+    if (st.ok() && derived_dev_.load() != 0) st->st_dev = static_cast<dev_t>(derived_dev_.load());
     return st;
   }
   Status ReadDir(const std::string& path,
@@ -81,7 +87,9 @@ class ControlledOrigin : public Origin {
     }
     Result<OriginIdentity> Identity() override {
       if (int f = o_->fail_.load()) return Down(f);
-      return f_->Identity();
+      Result<OriginIdentity> id = f_->Identity();
+      if (id.ok() && o_->derived_dev_.load() != 0) id->dev = o_->derived_dev_.load();
+      return id;
     }
 
    private:
@@ -106,6 +114,7 @@ class ControlledOrigin : public Origin {
   std::atomic<int> waiting_{0};
   std::unique_ptr<OriginBackoff> backoff_;
   std::atomic<int> stat_calls_{0};
+  std::atomic<uint64_t> derived_dev_{0};
 };
 
 }  // namespace stoker::testing

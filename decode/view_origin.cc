@@ -555,6 +555,14 @@ struct stat ViewOrigin::ViewStat(const struct stat& raw_st, uint64_t size) const
   // for a hard link of its raw file. Bit 62 keeps it away from the origin's
   // numbers; the top of the range belongs to .stoker.
   std::string key = std::to_string(dev_) + ":" + std::to_string(raw_st.st_ino);
+  // A remote raw file (no device) carries its ETag in ctime; a view file's
+  // times are its raw file's, and its identity compares no ctime (it has a
+  // device), so the ETag goes into its inode: a raw object re-uploaded with
+  // the same size within the same second gives a new view file.
+  if (raw_st.st_dev == 0) {
+    key +=
+        ":" + std::to_string(raw_st.st_ctim.tv_sec) + "." + std::to_string(raw_st.st_ctim.tv_nsec);
+  }
   st.st_ino = static_cast<ino_t>((Fnv1a(key) & ((uint64_t{1} << 62) - 1)) | (uint64_t{1} << 62));
   st.st_mode &= ~static_cast<mode_t>(0222);
   if (S_ISREG(st.st_mode)) {

@@ -221,12 +221,15 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
           e != cudaSuccess) {
         return libs_->CudaError(e, "cudaStreamCreateWithFlags");
       }
-      for (int e : {kMain, kRest}) {
-        if (!handle_[e]) continue;
-        for (nvj::State& s : l.state[e]) {
-          if (int st = n.JpegStateCreate(handle_[e], &s); st != nvj::kSuccess) {
-            return FromNvjpeg(st, "nvjpegJpegStateCreate");
-          }
+      for (nvj::State& s : l.state[kMain]) {
+        if (int st = n.JpegStateCreate(handle_[kMain], &s); st != nvj::kSuccess) {
+          return FromNvjpeg(st, "nvjpegJpegStateCreate");
+        }
+      }
+      for (nvj::State& s : l.state[kRest]) {
+        if (handle_[kRest] && n.JpegStateCreate(handle_[kRest], &s) != nvj::kSuccess) {
+          s = nullptr;
+          DropRestEngine();  // the hardware alone, as without one
         }
       }
       void* p = nullptr;
@@ -379,6 +382,21 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
     return Status::OK();
   }
 
+  // Gives up the engine beside the hardware (its states in every lane).
+  void DropRestEngine() {
+    const NvjpegApi& n = libs_->nvjpeg;
+    for (Lane& l : lanes_) {
+      for (nvj::State& s : l.state[kRest]) {
+        if (s) n.JpegStateDestroy(s);
+        s = nullptr;
+      }
+    }
+    n.Destroy(handle_[kRest]);
+    handle_[kRest] = nullptr;
+    LOG_WARN("GPU decoder: no {} engine beside the hardware; what it does not take goes to the CPU",
+             rest_engine_);
+  }
+
   // Decodes group[lo, hi) as one nvJPEG batch on engine e; a batch that
   // fails is split in halves until the images that fail are alone, and an
   // image the hardware refuses alone goes to the engine beside it. Sets
@@ -418,7 +436,8 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
       return;
     }
     l.init[e][f] = -1;  // a failed batch leaves the state to be reset
-    if (count == 1 && e == kMain && handle_[kRest] && st == nvj::kJpegNotSupported) {
+    if (count == 1 && e == kMain && handle_[kRest] &&
+        (st == nvj::kJpegNotSupported || st == nvj::kImplementationNotSupported)) {
       return Decode(l, kRest, f, jobs, offset, group, lo, hi, results, engine);
     }
     if (count == 1 || DeviceWide(st)) return fail_all(FromNvjpeg(st, "nvjpegDecodeBatched"));

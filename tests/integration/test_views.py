@@ -202,7 +202,9 @@ def test_tfrecord_view_records(mounts, origin):
 
 def test_decoded_bytes_cached_and_survive_remount(mounts, origin):
     root, jpegs = origin
-    m = mounts.make(root, args=view_args("decoded"))
+    # No directory prefetch: where the listing has the shard right after
+    # big.jpg, it would decode other files of the view.
+    m = mounts.make(root, args=view_args("decoded", extra=["--prefetch-files", "0"]))
     files = [m.mnt / ".decoded" / "train" / "shard-00000-of-00002",
              m.mnt / ".decoded" / "train" / "big.jpg.npy"]
     first = [read(p) for p in files]
@@ -224,7 +226,8 @@ def test_decoded_bytes_cached_and_survive_remount(mounts, origin):
     assert s2["cache_hit_bytes"] - s1["cache_hit_bytes"] >= sum(len(d) for d in first)
     m.unmount()
 
-    m2 = mounts.make(root, cache=m.cache, args=view_args("decoded"))
+    m2 = mounts.make(root, cache=m.cache,
+                     args=view_args("decoded", extra=["--prefetch-files", "0"]))
     files2 = [m2.mnt / f.relative_to(m.mnt) for f in files]
     assert [os.stat(p).st_size for p in files2] == [len(d) for d in first]
     assert [read(p) for p in files2] == first
@@ -242,10 +245,12 @@ def test_a_view_remounted_with_other_options_is_decoded_again(mounts, origin):
     the fast decode's cached bytes as the accurate one's)."""
     root, jpegs = origin
     names = ["train/big.jpg.npy", "train/shard-00000-of-00002"]
-    m = mounts.make(root, args=view_args("d"))
+    # No directory prefetch: it would decode other files of the view.
+    no_prefetch = ["--prefetch-files", "0"]
+    m = mounts.make(root, args=view_args("d", extra=no_prefetch))
     fast = [read(m.mnt / ".d" / n) for n in names]
     m.unmount()
-    m = mounts.make(root, cache=m.cache, args=view_args("d:dct=accurate"))
+    m = mounts.make(root, cache=m.cache, args=view_args("d:dct=accurate", extra=no_prefetch))
     accurate = [read(m.mnt / ".d" / n) for n in names]
     assert [len(b) for b in accurate] == [len(b) for b in fast]
     assert accurate[0] != fast[0] and accurate[1] != fast[1]
@@ -255,7 +260,7 @@ def test_a_view_remounted_with_other_options_is_decoded_again(mounts, origin):
     assert s["view_images_decoded"] == 1 and s["view_records_decoded"] == len(jpegs), s
     m.unmount()
     # Back to the first options: their bytes are still right.
-    m = mounts.make(root, cache=m.cache, args=view_args("d"))
+    m = mounts.make(root, cache=m.cache, args=view_args("d", extra=no_prefetch))
     assert [read(m.mnt / ".d" / n) for n in names] == fast
 
 

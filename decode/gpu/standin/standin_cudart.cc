@@ -211,7 +211,8 @@ cudaError_t cudaFreeHost(void* p) { return Release(g_pinned, "LIVE_PINNED_BYTES"
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
   *total = static_cast<size_t>(Get("DEVICE_MEMORY"));
-  *free_bytes = *total - static_cast<size_t>(Get("LIVE_DEVICE_BYTES"));
+  const size_t live = static_cast<size_t>(Get("LIVE_DEVICE_BYTES"));
+  *free_bytes = live < *total ? *total - live : 0;
   return cudaSuccess;
 }
 

@@ -61,6 +61,10 @@ void Store(void* arg, int ok) {
 bool HardwareTakes(const unsigned char* p, size_t n) {
   int sof = -1, components = 0;
   for (size_t i = 2; i + 4 <= n && p[i] == 0xFF;) {
+    if (p[i + 1] == 0xFF) {  // a fill byte before a marker
+      ++i;
+      continue;
+    }
     const int m = p[i + 1];
     const size_t len = (size_t{p[i + 2]} << 8) | p[i + 3];
     if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC && i + 10 <= n) {
@@ -132,9 +136,10 @@ nvj::Status nvjpegJpegStateDestroy(nvj::State s) {
   return nvj::kSuccess;
 }
 
-nvj::Status nvjpegDecodeBatchedInitialize(nvj::Handle, nvj::State s, int batch_size,
+nvj::Status nvjpegDecodeBatchedInitialize(nvj::Handle h, nvj::State s, int batch_size,
                                           int max_cpu_threads, nvj::OutputFormat format) {
-  if (batch_size <= 0 || max_cpu_threads <= 0) return nvj::kInvalidParameter;
+  // A state is its handle's (undefined in nvJPEG; refused here).
+  if (s->handle != h || batch_size <= 0 || max_cpu_threads <= 0) return nvj::kInvalidParameter;
   if (format != nvj::kOutputRGBI && format != nvj::kOutputY) return nvj::kInvalidParameter;
   s->batch = batch_size;
   s->format = format;
@@ -152,7 +157,7 @@ nvj::Status nvjpegGetHardwareDecoderInfo(nvj::Handle h, unsigned int* engines,
 nvj::Status nvjpegDecodeBatched(nvj::Handle h, nvj::State s, const unsigned char* const* data,
                                 const size_t* lengths, nvj::Image* dest, cudaStream_t stream) {
   stoker_standin_count("DECODE_BATCHED", 1);
-  if (s->batch <= 0 || data == nullptr || lengths == nullptr || dest == nullptr) {
+  if (s->handle != h || s->batch <= 0 || data == nullptr || lengths == nullptr || dest == nullptr) {
     return nvj::kInvalidParameter;
   }
   const int channels = s->format == nvj::kOutputRGBI ? 3 : 1;
