@@ -183,8 +183,8 @@ class GpuStandin : public GpuDevice {
   }
   void TearDown() override {
     if (standin_.loaded()) {
-      for (const char* k :
-           {"REJECT_WIDTH", "FAIL_SYNC", "HARDWARE", "HOLD_SYNC", "HARDWARE_REJECT_WIDTH"}) {
+      for (const char* k : {"REJECT_WIDTH", "FAIL_SYNC", "HARDWARE", "HOLD_SYNC",
+                            "HARDWARE_REJECT_WIDTH", "STICKY", "BROKEN"}) {
         standin_.Set(k, 0);
       }
     }
@@ -306,7 +306,8 @@ TEST_F(GpuStandin, AnImageTheDeviceRejectsFailsAlone) {
 
 // A device failure seen at synchronisation fails the whole batch (EIO, no
 // stale pixels handed out); a view with fallback decodes it on the CPU and
-// counts it; the next batch runs on the device again.
+// counts it; where the context is still usable, the next batch runs on the
+// device again.
 TEST_F(GpuStandin, AFailedStreamFallsBackAndTheLaneRecovers) {
   auto cpu = NewCpuJpegDecoder();
   const std::string jpeg = EncodeTj(MakeImage(64, 48, 3, 4), 64, 48, TJPF_RGB, TJSAMP_420, 90);
@@ -328,6 +329,37 @@ TEST_F(GpuStandin, AFailedStreamFallsBackAndTheLaneRecovers) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(*fell == *again);
   EXPECT_EQ(images + 1, gpu_->Stats()["gpu_images"].get<uint64_t>());
+}
+
+// A failure that breaks the CUDA context (a launch failure does): the
+// decoder sees it once, then sends every image to the fallback without
+// touching the device, and says so in its stats.
+TEST_F(GpuStandin, ABrokenContextSendsEverythingToTheCpu) {
+  GpuDecoderOptions o;
+  o.library_path = {STOKER_GPU_STANDIN_DIR};
+  auto d = OpenGpuJpegDecoder(o);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  auto counters = std::make_shared<FallbackCounters>();
+  FallbackJpegDecoder view(*d, std::shared_ptr<JpegDecoder>(NewCpuJpegDecoder()), counters);
+  auto cpu = NewCpuJpegDecoder();
+  const std::string jpeg = EncodeTj(MakeImage(64, 48, 3, 4), 64, 48, TJPF_RGB, TJSAMP_420, 90);
+  standin_.Set("STICKY", 1);
+  standin_.Set("FAIL_SYNC", 1);
+  for (int i = 0; i < 5; ++i) {
+    auto got = Decode(view, jpeg, 3, DctMethod::kAccurate);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(*Decode(*cpu, jpeg, 3, DctMethod::kAccurate) == *got);
+    if (i == 0) {
+      EXPECT_TRUE((*d)->Stats()["gpu_backend"]["context_broken"].get<bool>());
+    }
+  }
+  EXPECT_EQ(5u, counters->device_errors.load());
+  const long long calls = standin_.Get("DECODE_BATCHED");
+  auto bare = Decode(**d, jpeg, 3);
+  EXPECT_EQ(EIO, bare.status().code());
+  EXPECT_NE(std::string::npos, bare.status().message().find("context is broken"))
+      << bare.status().ToString();
+  EXPECT_EQ(calls, standin_.Get("DECODE_BATCHED"));  // the device is not touched
 }
 
 // nvJPEG's own allocations past device_memory_bytes are refused: the image

@@ -145,6 +145,10 @@ std::string FormatStats(const nlohmann::json& s) {
       if (s.contains("gpu_batches")) {
         d += "; " + Number(s, "gpu_images") + " images in " + Number(s, "gpu_batches") +
              " batches, " + Number(s, "decode_fallbacks") + " fell back to the cpu";
+        const auto& b = s.contains("gpu_backend") ? s["gpu_backend"] : nlohmann::json::object();
+        if (b.value("context_broken", false)) {
+          d += "; the GPU's CUDA context is broken: every image goes to the cpu until a remount";
+        }
       }
       rows.emplace_back("decoder", d);
     }

@@ -116,6 +116,11 @@ TEST(FormatStats, DecoderRowAndEachViewsDecoder) {
   EXPECT_EQ(Row(t, "decoder"),
             "gpu (--decoder=auto: nvjpeg 13.3.2 hardware); 600 images in 10 batches, 3 fell back "
             "to the cpu");
+  s["gpu_backend"] = {{"context_broken", true}};
+  EXPECT_EQ(Row(FormatStats(s), "decoder"),
+            "gpu (--decoder=auto: nvjpeg 13.3.2 hardware); 600 images in 10 batches, 3 fell back "
+            "to the cpu; the GPU's CUDA context is broken: every image goes to the cpu until a "
+            "remount");
   s["decoder"] = "cpu";
   s["decoder_reason"] = "--decoder=cpu";
   s.erase("gpu_batches");

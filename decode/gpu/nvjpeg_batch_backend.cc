@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
@@ -265,6 +266,7 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
     // Where the engine is the hardware: the engine beside it for what it
     // does not take, and the images each decoded.
     j["rest_engine"] = handle_[kRest] ? rest_engine_ : "";
+    j["context_broken"] = broken_.load();
     j["engine_images"] = images_[kMain].load();
     j["rest_engine_images"] = images_[kRest].load();
     j["nvjpeg_path"] = libs_->nvjpeg_path;
@@ -285,6 +287,15 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
   void DecodeBatch(int lane, std::span<const JpegJob> jobs, std::span<Status> results) override {
     Lane& l = lanes_[static_cast<size_t>(lane)];
     const CudaApi& c = libs_->cuda;
+    if (broken_.load()) {  // what the GPU would not take anyway still says why
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        results[i] = Screen(jobs[i]);
+        if (results[i].ok()) {
+          results[i] = Status::IOError("the GPU's CUDA context is broken: " + *broken_why_);
+        }
+      }
+      return;
+    }
     if (cudaError_t e = c.SetDevice(o_.device); e != cudaSuccess) {
       for (Status& r : results) r = libs_->CudaError(e, "cudaSetDevice");
       return;
@@ -325,6 +336,21 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
         if (r.ok()) r = s;
       }
       for (auto& per_engine : l.init) per_engine[0] = per_engine[1] = -1;
+      // Most failures of work on a stream (a launch failure, an illegal
+      // address) leave the context broken: every later call fails the same
+      // way. Asked once; if so, the device is not touched again and every
+      // image goes to the fallback at once, until the mount is restarted.
+      size_t free_bytes = 0, total = 0;
+      if (cudaError_t after = c.MemGetInfo(&free_bytes, &total); after != cudaSuccess) {
+        std::call_once(broken_once_, [&] {
+          broken_why_ = std::make_shared<const std::string>(s.message());
+          broken_ = true;
+          LOG_ERROR(
+              "GPU decoder: the CUDA context is broken ({}); its images go to the CPU "
+              "decoder where the view allows it, until the mount is restarted",
+              s.message());
+        });
+      }
       return;
     }
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -466,6 +492,9 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
   std::string engine_;
   std::string rest_engine_;
   std::atomic<uint64_t> images_[2] = {0, 0};
+  std::once_flag broken_once_;
+  std::shared_ptr<const std::string> broken_why_;  // set once, before broken_
+  std::atomic<bool> broken_{false};
   bool interpolated_ = false;
   unsigned hardware_engines_ = 0;
   std::string device_name_ = "?";

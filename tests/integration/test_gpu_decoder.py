@@ -238,12 +238,16 @@ def test_auto_picks_the_standin(tmp_path, origin, mounts):
     assert m.stats()["gpu_images"] >= 1
 
 
-def test_a_failing_device_falls_back_to_the_cpu(tmp_path, origin, mounts, monkeypatch):
-    """Every 1st stream synchronisation of the daemon fails (the knob counts
-    down once): those images are decoded by the CPU, counted, and with
-    dct=accurate both decoders give the same bytes, so every file is right."""
+@pytest.mark.parametrize("sticky", [False, True])
+def test_a_failing_device_falls_back_to_the_cpu(tmp_path, origin, mounts, monkeypatch, sticky):
+    """The daemon's first stream synchronisation fails (the knob counts down
+    once), and with sticky it breaks the CUDA context, as a launch failure
+    does: the images it fails are decoded by the CPU, counted, and with
+    dct=accurate both decoders give the same bytes, so every file is right.
+    A broken context is said in stat."""
     root, jpegs = origin
     monkeypatch.setenv("STOKER_STANDIN_FAIL_SYNC", "1")
+    monkeypatch.setenv("STOKER_STANDIN_STICKY", "1" if sticky else "0")
     m = mounts.make(root, tmp_path / "m", tmp_path / "c",
                     args=ARGS + standin_args() + ["--decoder", "gpu", "--view", "d:dct=accurate"])
     for name, jpeg in sorted(jpegs.items()):
@@ -253,6 +257,11 @@ def test_a_failing_device_falls_back_to_the_cpu(tmp_path, origin, mounts, monkey
     assert s["decode_fallbacks_device_error"] >= 1, s
     assert s["gpu_failed"] >= 1 and s["gpu_images"] >= 3, s
     assert s["view_errors"] == 0, s
+    assert s["gpu_backend"]["context_broken"] == sticky, s
+    if sticky:
+        assert s["decode_fallbacks_device_error"] == s["gpu_images"] - 1, s  # all but prog.jpg
+        r = lib.stoker("stat", m.mnt)
+        assert "the GPU's CUDA context is broken" in r.stdout, lib.describe(r)
 
 
 @pytest.mark.parametrize("decoder", ["gpu", "auto"])

@@ -33,6 +33,10 @@
 //                  NVJPEG_STATUS_JPEG_NOT_SUPPORTED (default 0: none)
 //   FAIL_SYNC      the FAIL_SYNC-th stream synchronisation from now fails
 //                  with cudaErrorLaunchFailure, its work undone (default 0)
+//   STICKY         1: a FAIL_SYNC failure breaks the context, as a launch
+//                  failure does on a device: BROKEN is set, and from then on
+//                  synchronisation, copies, cudaMalloc and cudaMemGetInfo
+//                  fail with cudaErrorLaunchFailure (set BROKEN to 0 to mend)
 //   HOLD_SYNC      1: stream synchronisations wait until it is 0 again, so
 //                  a test can hold a lane busy while work queues
 // Readings (stoker_standin_get): LIVE_DEVICE_BYTES, LIVE_PINNED_BYTES,

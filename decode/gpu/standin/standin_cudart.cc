@@ -45,6 +45,8 @@ Knob g_knobs[] = {
     {"DECODED_HARDWARE", 0},
     {"HARDWARE_REJECT_WIDTH", 0},
     {"HARDWARE_REFUSED", 0},
+    {"STICKY", 0},
+    {"BROKEN", 0},
 };
 
 Knob* Find(const char* name) {
@@ -201,6 +203,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 
 cudaError_t cudaMalloc(void** p, size_t n) {
+  if (Get("BROKEN") != 0) return cudaErrorLaunchFailure;
   return Allocate(g_device, "LIVE_DEVICE_BYTES", p, n, Get("DEVICE_MEMORY"));
 }
 cudaError_t cudaFree(void* p) { return Release(g_device, "LIVE_DEVICE_BYTES", p); }
@@ -210,6 +213,7 @@ cudaError_t cudaHostAlloc(void** p, size_t n, unsigned int) {
 cudaError_t cudaFreeHost(void* p) { return Release(g_pinned, "LIVE_PINNED_BYTES", p); }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+  if (Get("BROKEN") != 0) return cudaErrorLaunchFailure;
   *total = static_cast<size_t>(Get("DEVICE_MEMORY"));
   const size_t live = static_cast<size_t>(Get("LIVE_DEVICE_BYTES"));
   *free_bytes = live < *total ? *total - live : 0;
@@ -250,11 +254,13 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     work.swap(s->work);
   }
   for (auto& w : work) w.run(w.arg, fail ? 0 : 1);
-  return fail ? cudaErrorLaunchFailure : cudaSuccess;
+  if (fail && Get("STICKY") != 0) stoker_standin_set("BROKEN", 1);
+  return fail || Get("BROKEN") != 0 ? cudaErrorLaunchFailure : cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
                             cudaStream_t s) {
+  if (Get("BROKEN") != 0) return cudaErrorLaunchFailure;
   // The backend copies device -> pinned host; anything else is a mistake here.
   if (kind != cudaMemcpyDeviceToHost || !g_device.Contains(src, n) || !g_pinned.Contains(dst, n)) {
     return cudaErrorInvalidValue;
