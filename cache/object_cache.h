@@ -89,6 +89,40 @@ class ReadReply {
   std::vector<std::unique_ptr<Keepalive>> keep_;
 };
 
+// Why an open file's version cannot be leased whole (ObjectCache::LeaseWhole).
+enum class LeaseRefusal : uint8_t {
+  kEmpty,        // no bytes, so no data file
+  kSlab,         // kept in a slab slot (a small file): no data file of its own
+  kNotCached,    // a chunk is not in the cache (not fetched yet, or evicted)
+  kNotVerified,  // a chunk not yet checked by this process
+  kUncached,     // the version is served from the origin only (the disk is full)
+  kStale,        // a newer version replaced it
+  kDataFile,     // the data file is missing, or not the version's size
+};
+inline constexpr int kLeaseRefusals = 7;
+// "slab", "not_cached", ...: the names stats use.
+const char* LeaseRefusalName(LeaseRefusal why);
+
+// One version's whole data file, held so that something outside the cache
+// (the kernel, through FUSE passthrough) may read it directly. While the
+// lease lives, every chunk of the version is pinned (eviction cannot punch
+// it) and the data file holds the version's bytes, each verified by this
+// process, at their own offsets, and is exactly the version's size. A
+// version replaced meanwhile is dropped and its file unlinked, never
+// punched: an open descriptor keeps reading its old bytes, never new ones.
+// REQUIRES: destroyed before the ObjectCache.
+class WholeFileLease {
+ public:
+  virtual ~WholeFileLease() = default;
+  // The data file, open read-only, for as long as the lease lives.
+  virtual int fd() const = 0;
+  virtual uint64_t object_id() const = 0;
+  virtual uint64_t version() const = 0;
+  virtual uint64_t chunks() const = 0;
+  // Another open reads the file: a hit on every chunk, for eviction.
+  virtual void CountOpen() = 0;
+};
+
 class ObjectCache {
  public:
   // Opens (or creates) the cache at options.dir: takes the directory lock
@@ -153,6 +187,16 @@ class ObjectCache {
   // so no byte of the old version enters the kernel's page cache after the
   // open that invalidates it (and new pages never sit beside old ones).
   virtual std::shared_lock<std::shared_mutex> HoldServe(OpenFileState& file) = 0;
+
+  // Leases the whole data file of file's version (see WholeFileLease), or
+  // says why not in *why (the status is then EAGAIN).
+  virtual Result<std::unique_ptr<WholeFileLease>> LeaseWhole(OpenFileState& file,
+                                                             LeaseRefusal* why) = 0;
+  // Pins the chunks of version (object_id, version), cached or not, without
+  // checking them: for a restarted daemon whose predecessor leased it, as
+  // the kernel still reads the file. fd() is -1.
+  virtual std::unique_ptr<WholeFileLease> HoldVersion(uint64_t object_id, uint64_t version,
+                                                      uint64_t chunks) = 0;
 
   // Queues path (a file, or a directory walked recursively) to be fetched
   // into the cache in the background. Returns once queued.

@@ -230,6 +230,10 @@ class ObjectCacheImpl final : public ObjectCache {
                     const std::string& value) override;
   Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) override;
   std::shared_lock<std::shared_mutex> HoldServe(OpenFileState& file) override;
+  Result<std::unique_ptr<WholeFileLease>> LeaseWhole(OpenFileState& file,
+                                                     LeaseRefusal* why) override;
+  std::unique_ptr<WholeFileLease> HoldVersion(uint64_t object_id, uint64_t version,
+                                              uint64_t chunks) override;
   Status Warm(const std::string& path) override;
   nlohmann::json Stats() override;
   CacheCounters& counters() override { return counters_; }
@@ -403,6 +407,9 @@ class ObjectCacheImpl final : public ObjectCache {
   // Unless verified meanwhile (good bytes written since), or even then with
   // force (its data file is gone).
   void DropBadChunk(const ChunkKey& key, bool force = false);
+
+  // cache_lease.cc
+  class PinnedVersion;
 
   // cache_background.cc
   void RecordHit(const ChunkKey& key);

@@ -140,6 +140,10 @@ class Origin {
   virtual Status CheckRead(const std::string& path, uint64_t off, uint64_t len) {
     return Status::OK();
   }
+  // Whether some range of a derived path reads as EIO now (CheckRead would
+  // refuse it), without counting a failed read: such a file must be read
+  // through fs/, never handed to the kernel whole. Default: false.
+  virtual bool HasUnreadableRanges(const std::string& path) { return false; }
   // A caller is waiting on data of path that other work is producing now
   // (a reader that joined a prefetch's or a warm's fetch of a chunk): an
   // origin that schedules its own work (a decoded view's decode jobs) may

@@ -88,6 +88,12 @@ Status ViewNamespace::CheckRead(const std::string& path, uint64_t off, uint64_t 
   return Status::OK();
 }
 
+bool ViewNamespace::HasUnreadableRanges(const std::string& path) {
+  std::string rest;
+  if (ViewOrigin* v = Route(path, &rest)) return v->HasUnreadableRanges(rest);
+  return false;
+}
+
 void ViewNamespace::Expedite(const std::string& path) {
   std::string rest;
   if (ViewOrigin* v = Route(path, &rest)) v->Expedite(rest);

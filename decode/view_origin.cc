@@ -894,6 +894,21 @@ Status ViewOrigin::CheckRead(const std::string& path, uint64_t off, uint64_t len
   return Status::OK();
 }
 
+bool ViewOrigin::HasUnreadableRanges(const std::string& path) {
+  std::shared_ptr<const ViewLayout> layout = LatestLayout(path);
+  if (!layout) {
+    Result<Resolved> r = Resolve(path);
+    if (!r.ok()) return true;  // unknown: let reads say
+    layout = r->layout;
+    if (!layout) return false;  // a directory
+  }
+  if (layout->npy_failed()) return true;
+  for (const auto& rec : layout->records) {
+    if (rec.kind == ViewRecordKind::kFailed) return true;
+  }
+  return false;
+}
+
 void ViewOrigin::Expedite(const std::string& path) {
   std::vector<std::shared_ptr<DecodePool::Batch>> raise;
   {

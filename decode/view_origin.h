@@ -114,6 +114,7 @@ class ViewOrigin final : public Origin {
   bool IsDerived(const std::string& path) const override { return true; }
   uint64_t DerivedDevice(const std::string& path) const override { return dev_; }
   Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override;
+  bool HasUnreadableRanges(const std::string& path) override;
   // Raises the decode batches producing path now (its reads' and its
   // layout's, registered by AddBatch) to the priority of the calling thread
   // (a reader's: kReader; a prefetch's: kReadahead), never down.

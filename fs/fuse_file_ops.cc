@@ -132,6 +132,35 @@ Result<FileHandle*> FileOf(FsContext& fs, fuse_ino_t ino, uint64_t fh) {
   });
 }
 
+// Decides whether the kernel reads the open directly (fs/passthrough.h).
+PassthroughNodes::Grant CountOpen(FsContext& fs, fuse_ino_t ino, FileHandle& h) {
+  if (fs.passthrough == nullptr || h.is_virtual) return {};
+  h.node = ino;
+  h.counted = true;
+  PassthroughNodes::Grant grant = fs.passthrough->Open(ino, [&](std::string* why) {
+    LeaseRefusal refusal{};
+    Result<std::unique_ptr<WholeFileLease>> lease = fs.cache->LeaseWhole(*h.file, &refusal);
+    if (!lease.ok()) {
+      *why = LeaseRefusalName(refusal);
+      return lease;
+    }
+    // A view file's records that did not decode read as EIO, which only a
+    // READ of ours can say.
+    if (!h.derived_path.empty() && fs.origin->HasUnreadableRanges(h.derived_path)) {
+      *why = "view_errors";
+      return Result<std::unique_ptr<WholeFileLease>>(Status::Error(EAGAIN, "view errors"));
+    }
+    return lease;
+  });
+  h.passthrough = grant.passthrough;
+  return grant;
+}
+
+void ReleaseFile(FsContext& fs, FileHandle* h) {
+  if (h->counted) fs.passthrough->Release(h->node, h->passthrough);
+  fs.files.Release(h);
+}
+
 }  // namespace
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -149,11 +178,17 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       return;
     }
     if ((*h)->is_virtual) fi->direct_io = 1;  // getattr says size 0; reads must still reach us
+    PassthroughNodes::Grant grant = CountOpen(fs, ino, **h);
     fi->keep_cache = keep_cache ? 1 : 0;
     fi->noflush = 1;  // nothing to flush on close
     FileHandle* raw = fs.files.Add(std::move(h).value());
     fi->fh = FhOf(fs, raw);
-    if (!reply.Open(*fi)) fs.files.Release(raw);  // no release will come
+    const bool sent =
+        grant.passthrough
+            ? reply.OpenPassthrough(fi->fh, fuse_ext::kOpenPassthrough | fuse_ext::kOpenNoFlush,
+                                    grant.backing_id)
+            : reply.Open(*fi);
+    if (!sent) ReleaseFile(fs, raw);  // no release will come
   });
 }
 
@@ -257,7 +292,9 @@ void Release(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   Reply reply(req, "release");
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
-    ReleaseHandle(fs, fs.files, fs.adopted_files, fi->fh);
+    ReleaseHandle(fs, fs.files, fs.adopted_files, fi->fh, [&fs](FileHandle* h) {
+      if (h->counted) fs.passthrough->Release(h->node, h->passthrough);
+    });
     reply.Err(0);
   });
 }

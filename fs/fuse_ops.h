@@ -54,6 +54,7 @@
 #include "fs/handle_set.h"
 #include "fs/inode_table.h"
 #include "fs/inval_notifier.h"
+#include "fs/passthrough.h"
 
 namespace stoker {
 
@@ -65,6 +66,10 @@ struct FileHandle : CountedHandle {
   // handle (see HandleSet for why a handle outlives its requests).
   std::shared_ptr<const std::string> content;
   bool is_virtual = false;
+  // Counted in FsContext::passthrough (origin files only): released there.
+  uint64_t node = 0;
+  bool counted = false;
+  bool passthrough = false;  // the kernel reads it; no READ comes here
 };
 
 struct DirHandle : CountedHandle {
@@ -85,6 +90,9 @@ struct FsContext {
   const unsigned max_read;  // must match -o max_read
   // Set before the session loop starts; may stay null (no invalidations).
   InvalNotifier* notifier = nullptr;
+  // Which opens the kernel reads directly (fs/passthrough.h). Set before
+  // the session loop starts; null: none, and nothing counted.
+  PassthroughNodes* passthrough = nullptr;
 
   InodeTable inodes{ControlFiles::kFirstDynamicId};
   HandleSet<FileHandle> files;

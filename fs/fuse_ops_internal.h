@@ -34,11 +34,15 @@ Result<T*> HandleOf(FsContext& fs, HandleSet<T>& set, std::unordered_map<uint64_
 }
 
 // The kernel's RELEASE of fh. An fh of a predecessor never adopted is a no-op.
-template <typename T>
-void ReleaseHandle(FsContext& fs, HandleSet<T>& set, std::unordered_map<uint64_t, T*>& adopted,
-                   uint64_t fh) {
+// before(h) runs first for a handle of ours or an adopted one.
+template <typename T, typename Before = void (*)(T*)>
+void ReleaseHandle(
+    FsContext& fs, HandleSet<T>& set, std::unordered_map<uint64_t, T*>& adopted, uint64_t fh,
+    const Before& before = [](T*) {}) {
   if ((fh & kHandleTagMask) == fs.handle_tag) {
-    set.Release(reinterpret_cast<T*>(fh & ~kHandleTagMask));
+    T* h = reinterpret_cast<T*>(fh & ~kHandleTagMask);
+    before(h);
+    set.Release(h);
     return;
   }
   T* h = nullptr;
@@ -49,6 +53,7 @@ void ReleaseHandle(FsContext& fs, HandleSet<T>& set, std::unordered_map<uint64_t
     h = it->second;
     adopted.erase(it);
   }
+  before(h);
   set.Release(h);
 }
 

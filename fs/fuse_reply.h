@@ -20,6 +20,7 @@
 #include <exception>
 #include <string>
 
+#include "fs/fuse_kernel_ext.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -49,6 +50,12 @@ class Reply {
   }
   bool Open(const fuse_file_info& fi) { return Check(fuse_reply_open(req_, &fi)); }
   bool Buf(const char* buf, size_t size) { return Check(fuse_reply_buf(req_, buf, size)); }
+  // An OPEN answered with FOPEN_PASSTHROUGH and a backing id, which
+  // fuse_reply_open cannot say (fs/fuse_kernel_ext.h).
+  bool OpenPassthrough(uint64_t fh, uint32_t open_flags, int32_t backing_id) {
+    const fuse_ext::OpenOut out{fh, open_flags, backing_id};
+    return Check(fuse_reply_buf(req_, reinterpret_cast<const char*>(&out), sizeof(out)));
+  }
   bool Data(fuse_bufvec* bufv) {
     return Check(fuse_reply_data(req_, bufv, static_cast<fuse_buf_copy_flags>(0)));
   }

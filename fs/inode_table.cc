@@ -19,10 +19,11 @@ constexpr uint64_t kRestoredIdGap = 1ull << 32;
 
 // Journal records: a kind byte, then fixed-size host-order integers, then
 // (for 'N') the name. Sender and reader are one binary on one machine.
-constexpr char kRecNode = 'N';    // id parent dev ino type keyed name
-constexpr char kRecUnkey = 'U';   // id
-constexpr char kRecBind = 'B';    // id tag
-constexpr char kRecRemove = 'D';  // id
+constexpr char kRecNode = 'N';     // id parent dev ino type keyed name
+constexpr char kRecUnkey = 'U';    // id
+constexpr char kRecBind = 'B';     // id tag
+constexpr char kRecRemove = 'D';   // id
+constexpr char kRecBacking = 'P';  // id backing_id object_id version chunks
 constexpr size_t kNodeFixed = 1 + 8 * 4 + 4 + 1;
 
 void Put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
@@ -241,6 +242,30 @@ void InodeTable::JournalIdLocked(char kind, uint64_t id, uint64_t value) {
   journal_(std::string_view(r, kind == kRecBind ? 17 : 9));
 }
 
+void InodeTable::JournalBacking(uint64_t id, int32_t backing_id, uint64_t object_id,
+                                uint64_t version, uint64_t chunks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!journal_) return;
+  std::string r;
+  r.push_back(kRecBacking);
+  Put(r, &id, 8);
+  Put(r, &backing_id, 4);
+  Put(r, &object_id, 8);
+  Put(r, &version, 8);
+  Put(r, &chunks, 8);
+  journal_(r);
+}
+
+std::vector<InodeTable::Saved::OpenedNode> InodeTable::Saved::Opened() const {
+  std::vector<OpenedNode> out;
+  for (const auto& [id, n] : nodes_) {
+    if (n.bound || n.backing_id != 0) {
+      out.push_back({id, n.backing_id, n.object_id, n.version, n.chunks});
+    }
+  }
+  return out;
+}
+
 bool InodeTable::Saved::Apply(std::string_view rec) {
   if (rec.empty()) return false;
   const char kind = rec[0];
@@ -258,9 +283,13 @@ bool InodeTable::Saved::Apply(std::string_view rec) {
       n.keyed = keyed != 0;
       n.name.assign(rec);
       auto it = nodes_.find(id);
-      if (it != nodes_.end()) {  // re-pointed: keeps its binding
+      if (it != nodes_.end()) {  // re-pointed: keeps its binding and backing file
         n.bound = it->second.bound;
         n.tag = it->second.tag;
+        n.backing_id = it->second.backing_id;
+        n.object_id = it->second.object_id;
+        n.version = it->second.version;
+        n.chunks = it->second.chunks;
       }
       nodes_[id] = std::move(n);
       max_id_ = std::max(max_id_, id);
@@ -281,6 +310,20 @@ bool InodeTable::Saved::Apply(std::string_view rec) {
     case kRecRemove:
       nodes_.erase(id);
       return rec.empty();
+    case kRecBacking: {
+      SavedNode b;
+      if (!Get(rec, &b.backing_id) || !Get(rec, &b.object_id) || !Get(rec, &b.version) ||
+          !Get(rec, &b.chunks) || !rec.empty()) {
+        return false;
+      }
+      if (auto it = nodes_.find(id); it != nodes_.end()) {
+        it->second.backing_id = b.backing_id;
+        it->second.object_id = b.object_id;
+        it->second.version = b.version;
+        it->second.chunks = b.chunks;
+      }
+      return true;
+    }
     default:
       return false;
   }

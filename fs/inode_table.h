@@ -59,6 +59,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "util/status.h"
 
@@ -105,12 +106,27 @@ class InodeTable {
   // REQUIRES: called before the table is shared between threads.
   void SetJournal(Journal journal);
 
+  // Journals that the kernel reads node id's version (object_id, version,
+  // chunks) through backing file backing_id (fs/passthrough.h), or, with
+  // backing_id 0, no longer does. Not kept in the table itself.
+  void JournalBacking(uint64_t id, int32_t backing_id, uint64_t object_id = 0, uint64_t version = 0,
+                      uint64_t chunks = 0);
+
   // The nodes a journal describes, rebuilt record by record.
   class Saved {
    public:
     // False for a record that does not decode (it is skipped).
     bool Apply(std::string_view record);
     size_t size() const { return nodes_.size(); }
+
+    // A node the dead daemon had opened: with the backing file the kernel
+    // may still read it through (backing_id != 0), or opened normally.
+    struct OpenedNode {
+      uint64_t id = 0;
+      int32_t backing_id = 0;
+      uint64_t object_id = 0, version = 0, chunks = 0;
+    };
+    std::vector<OpenedNode> Opened() const;
 
    private:
     friend class InodeTable;
@@ -122,6 +138,8 @@ class InodeTable {
       bool keyed = true;
       bool bound = false;
       uint64_t tag = 0;
+      int32_t backing_id = 0;
+      uint64_t object_id = 0, version = 0, chunks = 0;
     };
     std::map<uint64_t, SavedNode> nodes_;
     uint64_t max_id_ = 0;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -291,6 +292,34 @@ TEST(InodeTableJournalTest, RepointedAndRetiredNodesAreRestoredAsTheyWere) {
   EXPECT_EQ(*r.Path(v), "d1/v");                // handles on the old version still resolve
   EXPECT_EQ(*r.Lookup(d1, "v", Attr(40)), v2);  // the key is the new node's
   EXPECT_EQ(*r.Lookup(d2, "y", Attr(30, S_IFREG, 7, 2)), h);
+}
+
+TEST(InodeTableJournalTest, OpenedNodesAndTheirBackingFilesAreSaved) {
+  Journaled j;
+  InodeTable& t = j.table;
+  const uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(11, S_IFREG, 7, 2));
+  const uint64_t b = *t.Lookup(InodeTable::kRootId, "b", Attr(12));
+  const uint64_t c = *t.Lookup(InodeTable::kRootId, "c", Attr(13));
+  const uint64_t never = *t.Lookup(InodeTable::kRootId, "d", Attr(14));
+  ASSERT_TRUE(*t.BindVersion(a, 1));
+  ASSERT_TRUE(*t.BindVersion(b, 2));
+  ASSERT_TRUE(*t.BindVersion(c, 3));
+  t.JournalBacking(a, 5, 100, 2, 9);
+  t.JournalBacking(c, 6, 101, 1, 3);
+  t.JournalBacking(c, 0);  // closed again
+  // A re-pointed node keeps its backing file.
+  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "a2", Attr(11, S_IFREG, 7, 2)), a);
+  std::map<uint64_t, InodeTable::Saved::OpenedNode> opened;
+  for (const auto& n : j.saved.Opened()) opened[n.id] = n;
+  ASSERT_EQ(opened.size(), 3u);
+  EXPECT_EQ(opened.count(never), 0u);
+  EXPECT_EQ(opened[a].backing_id, 5);
+  EXPECT_EQ(opened[a].object_id, 100u);
+  EXPECT_EQ(opened[a].version, 2u);
+  EXPECT_EQ(opened[a].chunks, 9u);
+  EXPECT_EQ(opened[b].backing_id, 0);
+  EXPECT_EQ(opened[c].backing_id, 0);
+  EXPECT_FALSE(j.saved.Apply(std::string("P") + std::string(8, '\x10')));  // cut short
 }
 
 TEST(InodeTableJournalTest, BadRecordsAndOrphansAreLeftOut) {

@@ -26,6 +26,7 @@
 #include "fs/control_requests.h"
 #include "fs/control_socket.h"
 #include "fs/fuse_access.h"
+#include "fs/fuse_io.h"
 #include "fs/fuse_ops.h"
 #include "fs/inval_notifier.h"
 #include "fs/mountpoint.h"
@@ -186,12 +187,11 @@ class EarlyMount {
     fuse_session_destroy(se_);
   }
 
-  // "/dev/fd/N" for fuse_session_mount: a new descriptor of the mount,
-  // which the serving session owns.
-  Result<std::string> TakeDevice() {
+  // A new descriptor of the mount, which the serving session owns.
+  Result<int> TakeDevice() {
     const int fd = fcntl(fuse_session_fd(se_), F_DUPFD_CLOEXEC, 3);
     if (fd < 0) return Status::FromErrno(errno, "duplicating the mount's /dev/fuse descriptor");
-    return "/dev/fd/" + std::to_string(fd);
+    return fd;
   }
   void Unmount() {
     if (mounted_) fuse_session_unmount(se_);
@@ -230,13 +230,24 @@ void StartSupervised(fuse_session* se, SupervisorLink& link, const std::string& 
   fuse_session_process_buf(se, &fb);
 }
 
+// Makes fd the session's descriptor; with passthrough wanted, through the
+// I/O hooks that ask the kernel for it in the INIT reply (fs/fuse_io.h).
+Status ServeDevice(fuse_session* se, int fd, PassthroughMode passthrough) {
+  if (passthrough != PassthroughMode::kOff) return UseFuseIoWithPassthrough(se, fd);
+  const std::string dev = "/dev/fd/" + std::to_string(fd);
+  if (fuse_session_mount(se, dev.c_str()) != 0) {
+    return Status::Error(EIO, "could not serve /dev/fuse" + LastFuseError());
+  }
+  return Status::OK();
+}
+
 // A restarted daemon: serves the supervisor's descriptor, replays INIT into
 // the new session (the kernel refuses the reply: that is expected) and asks
 // for the requests its predecessor left unanswered.
-Status TakeOverSession(fuse_session* se, const DaemonRestart& restart) {
-  const std::string dev = "/dev/fd/" + std::to_string(restart.fuse_fd);
-  if (fuse_session_mount(se, dev.c_str()) != 0) {
-    return Status::Error(EIO, "could not take over the supervisor's /dev/fuse" + LastFuseError());
+Status TakeOverSession(fuse_session* se, const DaemonRestart& restart,
+                       PassthroughMode passthrough) {
+  if (Status st = ServeDevice(se, restart.fuse_fd, passthrough); !st.ok()) {
+    return Status::Error(EIO, "could not take over the supervisor's /dev/fuse: " + st.message());
   }
   std::vector<char> buf(restart.init_request.begin(), restart.init_request.end());
   fuse_buf fb{};
@@ -253,6 +264,18 @@ Status TakeOverSession(fuse_session* se, const DaemonRestart& restart) {
   return Status::OK();
 }
 
+// Why the kernel will not take backing files on fuse_fd ("" if it will).
+std::string PassthroughRefusal(const MountOptions& options, int fuse_fd) {
+  if (!InitAskedForPassthrough()) return "not_negotiated";
+  // Any regular file of the cache's filesystem will do for the probe.
+  const std::string probe = options.cache.dir + "/lock";
+  const int fd = open(probe.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::string("probe_failed: ") + std::strerror(errno);
+  std::string why = ProbePassthrough(fuse_fd, fd);
+  close(fd);
+  return why;
+}
+
 // Everything after fuse_session_new succeeded. Returns the loop's status.
 Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_session* se,
              EarlyMount* early, FsContext& fs, ObjectCache& cache, ReadyLine& ready,
@@ -263,12 +286,13 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
 
   const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
   if (restart != nullptr) {
-    STOKER_RETURN_IF_ERROR(TakeOverSession(se, *restart));
+    STOKER_RETURN_IF_ERROR(TakeOverSession(se, *restart, options.passthrough));
   } else {
-    STOKER_ASSIGN_OR_RETURN(std::string dev, early->TakeDevice());
-    if (fuse_session_mount(se, dev.c_str()) != 0) {
+    STOKER_ASSIGN_OR_RETURN(int fd, early->TakeDevice());
+    if (Status st = ServeDevice(se, fd, options.passthrough); !st.ok()) {
+      close(fd);
       return Status::Error(EIO,
-                           "could not serve the mount at '" + mountpoint + "'" + LastFuseError());
+                           "could not serve the mount at '" + mountpoint + "': " + st.message());
     }
     if (link != nullptr) StartSupervised(se, *link, mountpoint);
   }
@@ -295,6 +319,7 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
   // new daemon can answer. INIT is done by then (StartSupervised, or the
   // first daemon's), so the device comes from /proc/self/mountinfo instead.
   std::atomic<dev_t> dev{0};
+  std::string passthrough_failed;  // written by readiness, read after join
   std::thread readiness([&] {
     dev_t d = 0;
     if (link != nullptr) {
@@ -313,6 +338,23 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
       d = st.st_dev;
     }
     dev = d;
+    // INIT is done: whether the kernel lets us hand it backing files.
+    if (options.passthrough != PassthroughMode::kOff) {
+      const std::string why = PassthroughRefusal(options, fuse_session_fd(se));
+      if (!why.empty() && options.passthrough == PassthroughMode::kOn) {
+        passthrough_failed =
+            "--passthrough on: the kernel refuses FUSE passthrough here (" + why + ")";
+        ready.Send("error: " + passthrough_failed);
+        AbortFuseConnection(d);  // ends the loop; the mount is taken down below
+        return;
+      }
+      if (!why.empty()) {
+        fs.passthrough->Disable(why);
+        LOG_INFO("FUSE passthrough is off: {}; every read goes through the daemon", why);
+      } else {
+        LOG_INFO("FUSE passthrough is on for files held whole in the cache");
+      }
+    }
     if (!RaiseReadahead(d, kReadaheadKb)) {
       LOG_DEBUG("could not raise read-ahead to {} KiB", kReadaheadKb);
     }
@@ -356,6 +398,7 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
     if (!ended && !DetachMount(mountpoint)) LOG_ERROR("could not unmount {}", mountpoint);
   }
   readiness.join();
+  if (!passthrough_failed.empty()) return Status::Error(EOPNOTSUPP, passthrough_failed);
   if (rc < 0) return Status::FromErrno(-rc, "FUSE session loop");
   return Status::OK();
 }
@@ -420,6 +463,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
                          {"restarts", link->restarts()}};
     }
     if (fs_ptr != nullptr) {
+      if (fs_ptr->passthrough != nullptr) j.update(fs_ptr->passthrough->Stats());
       j["open_files"] = fs_ptr->files.size();
       j["open_dirs"] = fs_ptr->dirs.size();
       j["inodes"] = fs_ptr->inodes.size();
@@ -446,6 +490,35 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   fuse_session* se = fuse_session_new(&fargs, &ops, sizeof(ops), fs.get());
   fuse_opt_free_args(&fargs);
   if (se == nullptr) return Status::Invalid("invalid FUSE options" + LastFuseError());
+  PassthroughNodes::Hooks hooks{[se](int fd) { return OpenBackingFile(fuse_session_fd(se), fd); },
+                                [se](int32_t id) { CloseBackingFile(fuse_session_fd(se), id); },
+                                nullptr};
+  if (link != nullptr) {
+    // A restarted daemon must know what the kernel still reads directly.
+    hooks.journal = [&fs](uint64_t node, int32_t id, const WholeFileLease* lease) {
+      if (lease == nullptr) {
+        fs->inodes.JournalBacking(node, 0);
+      } else {
+        fs->inodes.JournalBacking(node, id, lease->object_id(), lease->version(), lease->chunks());
+      }
+    };
+  }
+  PassthroughNodes passthrough(std::move(hooks));
+  if (options.passthrough == PassthroughMode::kOff) passthrough.Disable("off");
+  if (restart != nullptr && restart->nodes != nullptr) {
+    size_t inherited = 0;
+    for (const InodeTable::Saved::OpenedNode& n : restart->nodes->Opened()) {
+      if (n.backing_id != 0) {
+        passthrough.Inherit(n.id, n.backing_id,
+                            cache->HoldVersion(n.object_id, n.version, n.chunks));
+        inherited++;
+      } else {
+        passthrough.MarkRestored(n.id);
+      }
+    }
+    if (inherited > 0) LOG_INFO("took over {} files the kernel reads directly", inherited);
+  }
+  fs->passthrough = &passthrough;
   // libfuse leaves an ignored signal ignored, and a daemon started from a
   // script's background job inherits SIGINT ignored; these must unmount.
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
@@ -456,6 +529,8 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
 
   Status st = Serve(options, mountpoint, se, early.get(), *fs, *cache, ready, stats, link);
   fuse_remove_signal_handlers(se);
+  // Backing ids go with the connection; the leases (pins) before the cache.
+  passthrough.Clear();
   fuse_session_destroy(se);
   // Handles the kernel never released refer to the cache: free them first.
   fs->files.Clear();

@@ -13,6 +13,7 @@
 #include "decode/decode_pool.h"
 #include "decode/view_namespace.h"
 #include "decode/view_options.h"
+#include "fs/passthrough.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -36,6 +37,10 @@ struct MountOptions {
   // Which decoder the views use (--decoder, --gpu-library-path).
   // Default: the CPU here; the CLI's default is auto.
   ViewDecoderOptions decoder;
+  // FUSE passthrough for files the cache holds whole (fs/passthrough.h).
+  // Default: auto (where the kernel allows it; otherwise every read goes
+  // through the daemon, and stats say why).
+  PassthroughMode passthrough = PassthroughMode::kAuto;
   // Keep the mount across a crash of the daemon (fs/supervisor.h).
   // Default: off.
   bool supervise = false;

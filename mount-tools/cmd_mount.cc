@@ -382,6 +382,15 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
     return Status::Invalid("--io-backend " + args.io_backend +
                            ": must be auto, io_uring or syscall");
   }
+  if (args.passthrough == "auto") {
+    o.passthrough = PassthroughMode::kAuto;
+  } else if (args.passthrough == "on") {
+    o.passthrough = PassthroughMode::kOn;
+  } else if (args.passthrough == "off") {
+    o.passthrough = PassthroughMode::kOff;
+  } else {
+    return Status::Invalid("--passthrough " + args.passthrough + ": must be auto, on or off");
+  }
   static const char* kLevels[] = {"error", "warn", "info", "debug"};
   bool level_ok = false;
   for (const char* l : kLevels) level_ok = level_ok || args.log_level == l;
@@ -462,6 +471,11 @@ Subcommand AddMountCommand(CLI::App& root) {
   app->add_flag("--no-direct-io", args->no_direct_io,
                 "Read the origin and write the cache through the page cache (default: O_DIRECT "
                 "where the file systems allow it, which saves two copies on a cold read)");
+  app->add_option("--passthrough", args->passthrough,
+                  "auto, on or off: let the kernel read files held whole in the cache straight "
+                  "from the SSD (FUSE passthrough, Linux 6.9+, needs CAP_SYS_ADMIN); on: fail "
+                  "the mount if the kernel refuses")
+      ->capture_default_str();
   app->add_option("--log-level", args->log_level, "error, warn, info or debug")
       ->capture_default_str();
   app->add_option("--view", args->views,

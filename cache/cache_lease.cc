@@ -1,0 +1,117 @@
+// ObjectCache leases: a version's whole data file, pinned, for a reader that
+// reads it without the cache (FUSE passthrough; see WholeFileLease).
+#include <sys/stat.h>
+
+#include "cache/object_cache_impl.h"
+#include "util/log.h"
+
+namespace stoker {
+
+const char* LeaseRefusalName(LeaseRefusal why) {
+  switch (why) {
+    case LeaseRefusal::kEmpty:
+      return "empty";
+    case LeaseRefusal::kSlab:
+      return "slab";
+    case LeaseRefusal::kNotCached:
+      return "not_cached";
+    case LeaseRefusal::kNotVerified:
+      return "not_verified";
+    case LeaseRefusal::kUncached:
+      return "disk_full";
+    case LeaseRefusal::kStale:
+      return "stale";
+    case LeaseRefusal::kDataFile:
+      return "data_file";
+  }
+  return "unknown";
+}
+
+// The pins of chunks [0, pinned) of one version, and its data file.
+class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
+ public:
+  PinnedVersion(ObjectCacheImpl* cache, VersionKey key, uint64_t chunks)
+      : cache_(cache), key_(key), chunks_(chunks) {}
+  ~PinnedVersion() override {
+    for (uint64_t i = 0; i < pinned_; ++i) {
+      if (!skipped_.empty() && skipped_[i]) continue;
+      cache_->resident_->Unpin(ChunkKey{key_.object_id, key_.version, i});
+    }
+  }
+  int fd() const override { return file_ ? file_->fd() : -1; }
+  uint64_t object_id() const override { return key_.object_id; }
+  uint64_t version() const override { return key_.version; }
+  uint64_t chunks() const override { return chunks_; }
+  void CountOpen() override {
+    for (uint64_t i = 0; i < chunks_; ++i) {
+      cache_->RecordHit(ChunkKey{key_.object_id, key_.version, i});
+    }
+  }
+
+  ObjectCacheImpl* const cache_;
+  const VersionKey key_;
+  const uint64_t chunks_;
+  uint64_t pinned_ = 0;        // chunks [0, pinned_) were tried
+  std::vector<char> skipped_;  // HoldVersion: chunks whose pin failed
+  std::shared_ptr<DataFile> file_;
+};
+
+Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileState& f,
+                                                                    LeaseRefusal* why) {
+  const std::shared_ptr<ObjectVersion>& v = f.version;
+  auto refuse = [&](LeaseRefusal r) -> Status {
+    *why = r;
+    return Status::Error(EAGAIN, std::string("not leased whole: ") + LeaseRefusalName(r));
+  };
+  if (v->uncached) return refuse(LeaseRefusal::kUncached);
+  if (v->superseded) return refuse(LeaseRefusal::kStale);
+  if (v->chunks == 0) return refuse(LeaseRefusal::kEmpty);
+  if (UsesSlab(*v)) return refuse(LeaseRefusal::kSlab);
+  auto lease = std::make_unique<PinnedVersion>(this, v->key, v->chunks);
+  // A verified chunk is in its place (a latch clears the bit first), so
+  // the index need not be asked; a pin keeps it there.
+  for (uint64_t i = 0; i < v->chunks; ++i) {
+    bool verified = false;
+    SlotRef slot;
+    if (!resident_->TryPin(ChunkKey{v->key.object_id, v->key.version, i}, &verified, &slot)) {
+      return refuse(LeaseRefusal::kNotCached);  // the evictor holds it
+    }
+    lease->pinned_ = i + 1;
+    if (slot.valid()) return refuse(LeaseRefusal::kSlab);
+    if (!verified) {
+      auto rec = index_->GetChunk(ChunkKey{v->key.object_id, v->key.version, i});
+      return refuse(rec.ok() && *rec ? LeaseRefusal::kNotVerified : LeaseRefusal::kNotCached);
+    }
+  }
+  Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
+  if (!file.ok()) return refuse(LeaseRefusal::kDataFile);
+  struct stat st;
+  if (fstat((*file)->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != v->identity.size) {
+    LOG_WARN("data file of '{}' is {} bytes, not the version's {}; not leased", v->path,
+             static_cast<uint64_t>(st.st_size), v->identity.size);
+    return refuse(LeaseRefusal::kDataFile);
+  }
+  // A version replaced while we pinned: its reads fail, so must its lease.
+  if (v->superseded) return refuse(LeaseRefusal::kStale);
+  lease->file_ = std::move(file).value();
+  return std::unique_ptr<WholeFileLease>(std::move(lease));
+}
+
+std::unique_ptr<WholeFileLease> ObjectCacheImpl::HoldVersion(uint64_t object_id, uint64_t version,
+                                                             uint64_t chunks) {
+  auto lease = std::make_unique<PinnedVersion>(this, VersionKey{object_id, version}, chunks);
+  lease->skipped_.assign(chunks, 0);
+  uint64_t missed = 0;
+  for (uint64_t i = 0; i < chunks; ++i) {
+    bool verified = false;
+    if (!resident_->TryPin(ChunkKey{object_id, version, i}, &verified)) {
+      lease->skipped_[i] = 1;
+      missed++;
+    }
+    lease->pinned_ = i + 1;
+  }
+  if (missed > 0) LOG_WARN("{} chunks of a held version were being evicted", missed);
+  return lease;
+}
+
+}  // namespace stoker

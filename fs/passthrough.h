@@ -1,0 +1,138 @@
+// PassthroughNodes: which opens the kernel reads without us (FUSE
+// passthrough, Linux 6.9+), and the rules that keep that safe.
+//
+// An open of a file whose version the cache holds whole and verified
+// (ObjectCache::LeaseWhole) is answered with FOPEN_PASSTHROUGH and the id of
+// a backing file (the version's data file, registered with
+// FUSE_DEV_IOC_BACKING_OPEN): the kernel then reads the SSD itself and no
+// READ reaches the daemon. The kernel's rules, each of which otherwise
+// fails the user's open with EIO (shared/notes/fuse-passthrough.md):
+// - a node is in one mode at a time: no passthrough open beside a normal
+//   one, or the other way round. A node with normal opens gets normal
+//   opens until they are all released; a node with passthrough opens gets
+//   passthrough opens (even if its version could not be leased again).
+// - one backing id per node while it has opens, shared by all of them, and
+//   closed only after the last one is released.
+// The lease (the version's chunks pinned, its data file held) lives as long
+// as the node's backing id: eviction never punches a byte the kernel reads.
+//
+// Surviving a daemon crash (--supervise): the kernel keeps the backing ids
+// and the open files of a dead daemon. Every backing id opened or closed is
+// journaled with the node (InodeTable::JournalBacking), so the next daemon
+// inherits it (Inherit): the node stays in passthrough mode with that id
+// and its version pinned for the daemon's life (the predecessor's opens
+// cannot be counted). A node a predecessor opened normally (bound, no
+// backing id) might still have normal opens: it gets no passthrough in this
+// daemon (MarkRestored).
+//
+// Thread-safety: all methods are thread-safe. Lock order: a node shard's
+// mutex, then whatever the lease maker, the backing hooks and the journal
+// take (the cache, the inode table); none of them calls back in here.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cache/object_cache.h"
+#include "util/status.h"
+
+namespace stoker {
+
+// --passthrough: auto (where the kernel allows it), on (the mount fails if
+// it does not), off (every read goes through the daemon).
+enum class PassthroughMode { kAuto, kOn, kOff };
+
+class PassthroughNodes {
+ public:
+  struct Hooks {
+    // Registers a backing file with the kernel; its id, or the errno.
+    std::function<Result<int32_t>(int fd)> open_backing;
+    std::function<void(int32_t id)> close_backing;
+    // Journals node's backing id (lease non-null) or its closing (null).
+    std::function<void(uint64_t node, int32_t id, const WholeFileLease* lease)> journal;
+  };
+  // Makes the lease for a node's first open; *why says why not.
+  using LeaseMaker = std::function<Result<std::unique_ptr<WholeFileLease>>(std::string* why)>;
+
+  explicit PassthroughNodes(Hooks hooks) : hooks_(std::move(hooks)) {}
+  PassthroughNodes(const PassthroughNodes&) = delete;
+  PassthroughNodes& operator=(const PassthroughNodes&) = delete;
+
+  // No passthrough at all from now on, for reason (counted per open).
+  void Disable(const std::string& reason);
+  // "" if enabled.
+  std::string disabled_reason() const;
+
+  struct Grant {
+    bool passthrough = false;
+    int32_t backing_id = 0;
+  };
+  // Decides an open of node (see the class comment). make is called only
+  // when the node has no open. A normal open is counted with its reason.
+  // REQUIRES: Release(node, grant.passthrough) once the open is released.
+  Grant Open(uint64_t node, const LeaseMaker& make);
+  // An open counted as normal without asking (a file that cannot be leased:
+  // a virtual one is not counted at all). REQUIRES: Release(node, false).
+  void OpenNormal(uint64_t node, const std::string& reason);
+  void Release(uint64_t node, bool passthrough);
+
+  // After a restart: node has the predecessor's backing id; held pins its
+  // version. Before the session serves.
+  void Inherit(uint64_t node, int32_t id, std::unique_ptr<WholeFileLease> held);
+  // After a restart: node was opened normally by the predecessor.
+  void MarkRestored(uint64_t node);
+
+  // Closes every backing id and drops every lease (the session is over).
+  // REQUIRES: no request is being served.
+  void Clear();
+
+  // {"passthrough_opens": n, "passthrough_fallbacks": {reason: n},
+  //  "passthrough_nodes": n, "passthrough": "on"|"off: reason"}.
+  nlohmann::json Stats() const;
+  uint64_t passthrough_opens() const { return opens_.load(); }
+
+ private:
+  struct NodeState {
+    int normal = 0;
+    int passthrough = 0;
+    int32_t backing_id = 0;
+    bool inherited = false;  // never closed: the predecessor's opens are unknown
+    std::unique_ptr<WholeFileLease> lease;
+  };
+  struct Shard {
+    std::mutex mu;
+    std::unordered_map<uint64_t, NodeState> nodes;  // GUARDED_BY(mu)
+    std::unordered_set<uint64_t> restored;          // GUARDED_BY(mu)
+  };
+  Shard& ShardOf(uint64_t node) { return shards_[node % shards_.size()]; }
+  void CountFallback(const std::string& reason);
+
+  const Hooks hooks_;
+  std::array<Shard, 16> shards_;
+  std::atomic<uint64_t> opens_{0};
+  std::atomic<uint64_t> live_nodes_{0};
+  mutable std::mutex stats_mu_;
+  std::string disabled_;                                 // GUARDED_BY(stats_mu_)
+  std::unordered_map<std::string, uint64_t> fallbacks_;  // GUARDED_BY(stats_mu_)
+  std::atomic<bool> enabled_{true};
+};
+
+// The kernel's backing files on one /dev/fuse descriptor.
+// Open: EPERM without CAP_SYS_ADMIN in the initial user namespace or when
+// the connection did not negotiate passthrough; ENOTTY on kernels before 6.9.
+Result<int32_t> OpenBackingFile(int fuse_fd, int fd);
+void CloseBackingFile(int fuse_fd, int32_t id);
+
+// Why the kernel refuses passthrough on fuse_fd, or "" if it allows it
+// (tries a backing file of probe_fd and closes it).
+std::string ProbePassthrough(int fuse_fd, int probe_fd);
+
+}  // namespace stoker

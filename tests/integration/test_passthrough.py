@@ -1,0 +1,249 @@
+"""FUSE passthrough (fs/passthrough.h): a file the cache holds whole and has
+verified is read by the kernel straight from its data file, and no READ
+reaches the daemon; every promise of the cache still holds (right bytes,
+eviction never punches what the kernel reads, a changed origin file is a new
+version, a daemon crash is survived), and where passthrough cannot be used
+the open falls back to the daemon's reads with the reason counted."""
+
+import mmap
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import stoker_testlib as lib
+from stoker_testlib import MIB
+
+ARGS = ["--chunk-size", "1M", "--cache-size", "1G"]
+
+
+def read_whole(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def fallbacks(st):
+    return st.get("passthrough_fallbacks", {})
+
+
+def passthrough_on(m):
+    st = m.stats()
+    if st.get("passthrough") != "on":
+        pytest.skip(f"the kernel gives no passthrough here: {st.get('passthrough')}")
+    return st
+
+
+@pytest.fixture
+def origin(tmp_path):
+    o = tmp_path / "origin"
+    o.mkdir()
+    rng = lib.seeded("passthrough")
+    lib.write_random(o / "big", 9 * MIB + 12345, rng)
+    lib.write_random(o / "small", 70_000, rng)
+    (o / "empty").write_bytes(b"")
+    return o
+
+
+def test_a_cached_file_is_read_by_the_kernel(mounts, origin):
+    m = mounts.make(origin, args=ARGS)
+    passthrough_on(m)
+    want = read_whole(origin / "big")
+    # First open: fetched from the origin through the daemon (verified as
+    # it is written), so not held whole yet.
+    assert read_whole(m.mnt / "big") == want
+    st = m.stats()
+    assert st["passthrough_opens"] == 0
+    assert fallbacks(st).get("not_cached", 0) >= 1
+    lib.drop_caches()
+    reads = st["read_requests"]
+    assert read_whole(m.mnt / "big") == want
+    rng = lib.seeded("passthrough-preads")
+    with open(m.mnt / "big", "rb") as f, open(origin / "big", "rb") as o:
+        for _ in range(200):
+            off = rng.randrange(0, len(want))
+            n = rng.randrange(1, 3 * MIB)
+            assert os.pread(f.fileno(), n, off) == os.pread(o.fileno(), n, off)
+        mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        try:
+            assert mm[:] == want
+        finally:
+            mm.close()
+    st = m.stats()
+    assert st["passthrough_opens"] == 2
+    assert st["read_requests"] == reads, "a READ reached the daemon for a passthrough file"
+    # One backing file per node, closed with its last open.
+    lib.wait_until(lambda: m.stats()["passthrough_nodes"] == 0, 10, what="backing file closed")
+
+
+def test_opens_that_cannot_be_passed_through_fall_back_with_their_reason(mounts, origin):
+    m = mounts.make(origin, args=ARGS)
+    passthrough_on(m)
+    for name in ("small", "empty", "small", "empty"):
+        assert read_whole(m.mnt / name) == read_whole(origin / name)
+    st = m.stats()
+    assert st["passthrough_opens"] == 0
+    assert fallbacks(st).get("slab", 0) >= 1
+    assert fallbacks(st).get("empty", 0) >= 2
+    # A node with a normal open stays in that mode until it is released.
+    with open(m.mnt / "big", "rb") as first:
+        assert first.read(4096) == read_whole(origin / "big")[:4096]
+        assert read_whole(m.mnt / "big") == read_whole(origin / "big")
+        assert read_whole(m.mnt / "big") == read_whole(origin / "big")
+        st = m.stats()
+        assert st["passthrough_opens"] == 0
+        assert fallbacks(st).get("node_open_normally", 0) >= 1
+    assert read_whole(m.mnt / "big") == read_whole(origin / "big")
+    assert m.stats()["passthrough_opens"] == 1
+
+
+def test_passthrough_off_reads_through_the_daemon(mounts, origin):
+    m = mounts.make(origin, args=ARGS + ["--passthrough", "off"])
+    for _ in range(3):
+        assert read_whole(m.mnt / "big") == read_whole(origin / "big")
+    st = m.stats()
+    assert st["passthrough"] == "off: off"
+    assert st["passthrough_opens"] == 0
+    assert fallbacks(st).get("off", 0) == 3
+
+
+def test_bad_passthrough_value_is_one_line_and_exit_2(mounts, origin, tmp_path):
+    r = lib.mount_cmd_fails(origin, tmp_path / "m", tmp_path / "c", *ARGS, "--passthrough", "yes")
+    assert r.returncode == 2
+    assert "--passthrough yes: must be auto, on or off" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_passthrough_on_mounts_where_the_kernel_allows_it(mounts, origin):
+    m = mounts.make(origin, args=ARGS + ["--passthrough", "on"])
+    passthrough_on(m)
+    read_whole(m.mnt / "big")
+    assert read_whole(m.mnt / "big") == read_whole(origin / "big")
+    assert m.stats()["passthrough_opens"] == 1
+
+
+def test_eviction_never_punches_what_the_kernel_reads(mounts, tmp_path):
+    """A 64 MiB cache, two files of 8 MiB read through passthrough while 96
+    MiB of other files push everything out: every byte read equals the
+    origin's, and the held files' chunks stay."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    rng = lib.seeded("passthrough-evict")
+    for i in range(14):
+        lib.write_random(origin / f"f{i}", 8 * MIB, rng)
+    want = {f"f{i}": read_whole(origin / f"f{i}") for i in range(14)}
+    m = mounts.make(origin, args=["--chunk-size", "1M", "--cache-size", "64M"])
+    passthrough_on(m)
+    for i in range(2):  # cached and verified: the next opens are passthrough
+        assert read_whole(m.mnt / f"f{i}") == want[f"f{i}"]
+    held = [open(m.mnt / f"f{i}", "rb") for i in range(2)]
+    try:
+        assert m.stats()["passthrough_opens"] == 2
+        stop = threading.Event()
+        errors = []
+
+        def churn():
+            r = lib.seeded("passthrough-churn")
+            while not stop.is_set():
+                name = f"f{r.randrange(2, 14)}"
+                if read_whole(m.mnt / name) != want[name]:
+                    errors.append(f"{name} read wrong bytes")
+
+        t = threading.Thread(target=churn, daemon=True)
+        t.start()
+        try:
+            r = lib.seeded("passthrough-held")
+            end = time.monotonic() + 8
+            rounds = 0
+            while time.monotonic() < end or m.stats()["evicted_chunks"] < 8:
+                lib.drop_caches()
+                for i, f in enumerate(held):
+                    off = r.randrange(0, 8 * MIB)
+                    n = r.randrange(1, 2 * MIB)
+                    got = os.pread(f.fileno(), n, off)
+                    assert got == want[f"f{i}"][off:off + n], f"f{i} at {off}: wrong bytes"
+                rounds += 1
+                assert time.monotonic() < end + 60, "the evictor never ran"
+        finally:
+            stop.set()
+            t.join(60)
+        assert not errors, errors
+        assert m.stats()["evicted_chunks"] >= 8
+    finally:
+        for f in held:
+            f.close()
+
+
+def test_an_origin_change_is_seen_by_the_next_open_never_mixed(mounts, origin):
+    m = mounts.make(origin, args=ARGS + ["--revalidate", "0"])
+    passthrough_on(m)
+    old = read_whole(origin / "big")
+    assert read_whole(m.mnt / "big") == old
+    f = open(m.mnt / "big", "rb")
+    try:
+        assert m.stats()["passthrough_opens"] == 1
+        new = bytes(b ^ 0xFF for b in old[: 2 * MIB]) + old[2 * MIB:]
+        tmp = origin / "big.tmp"
+        tmp.write_bytes(new)
+        os.utime(tmp, (time.time() + 5, time.time() + 5))
+        os.rename(tmp, origin / "big")
+        assert read_whole(m.mnt / "big") == new
+        lib.drop_caches()
+        assert os.pread(f.fileno(), len(old), 0) == old  # the open handle keeps its version
+    finally:
+        f.close()
+    assert read_whole(m.mnt / "big") == new
+
+
+def test_kill9_while_passthrough_readers_run(mounts, origin, tmp_path):
+    """Supervised: the kernel keeps reading what the dead daemon handed it;
+    the new daemon inherits the backing file, and its opens share it."""
+    m = mounts.make(origin, args=ARGS)
+    passthrough_on(m)
+    want = read_whole(origin / "big")
+    assert read_whole(m.mnt / "big") == want
+    stop = threading.Event()
+    errors = []
+    done = [0]
+
+    def reader(seed):
+        r = lib.seeded(f"pt-kill-{seed}")
+        with open(m.mnt / "big", "rb") as f:
+            while not stop.is_set():
+                off = r.randrange(0, len(want))
+                n = r.randrange(1, MIB)
+                try:
+                    got = os.pread(f.fileno(), n, off)
+                except OSError as e:
+                    errors.append(f"pread: {e}")
+                    return
+                if got != want[off:off + n]:
+                    errors.append(f"wrong bytes at {off}")
+                    return
+                done[0] += 1
+
+    threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        lib.wait_until(lambda: done[0] > 50, 30, what="readers started")
+        assert m.stats()["passthrough_opens"] >= 1
+        old_pid = m.pid
+        os.kill(old_pid, signal.SIGKILL)
+        lib.wait_until(lambda: m.stats().get("pid") not in (None, old_pid), 30,
+                       what="a new daemon")
+        m.pid = int(m.stats()["pid"])
+        before = done[0]
+        lib.wait_until(lambda: done[0] > before + 50, 30, what="reads after the restart")
+        # New opens of the inherited node share its backing file.
+        assert read_whole(m.mnt / "big") == want
+        assert m.stats()["passthrough_opens"] >= 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not errors, errors
+    m.unmount()
+    r = lib.fsck(m.cache)
+    assert r.returncode == 0, lib.describe(r)
