@@ -34,7 +34,7 @@ class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
       : cache_(cache), key_(key), chunks_(chunks) {}
   ~PinnedVersion() override {
     for (uint64_t i = 0; i < pinned_; ++i) {
-      if (!skipped_.empty() && skipped_[i]) continue;
+      if (skipped_[i]) continue;
       cache_->resident_->Unpin(ChunkKey{key_.object_id, key_.version, i});
     }
   }
@@ -52,7 +52,7 @@ class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
   const VersionKey key_;
   const uint64_t chunks_;
   uint64_t pinned_ = 0;        // chunks [0, pinned_) were tried
-  std::vector<char> skipped_;  // HoldVersion: chunks whose pin failed
+  std::vector<char> skipped_;  // chunks not pinned after all
   std::shared_ptr<DataFile> file_;
 };
 
@@ -68,20 +68,44 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (v->chunks == 0) return refuse(LeaseRefusal::kEmpty);
   if (UsesSlab(*v)) return refuse(LeaseRefusal::kSlab);
   auto lease = std::make_unique<PinnedVersion>(this, v->key, v->chunks);
+  lease->skipped_.assign(v->chunks, 0);
   // A verified chunk is in its place (a latch clears the bit first), so
   // the index need not be asked; a pin keeps it there.
+  std::vector<ChunkToCheck> to_check;
   for (uint64_t i = 0; i < v->chunks; ++i) {
+    const ChunkKey key{v->key.object_id, v->key.version, i};
     bool verified = false;
     SlotRef slot;
-    if (!resident_->TryPin(ChunkKey{v->key.object_id, v->key.version, i}, &verified, &slot)) {
+    if (!resident_->TryPin(key, &verified, &slot)) {
+      lease->skipped_[i] = 1;
       return refuse(LeaseRefusal::kNotCached);  // the evictor holds it
     }
     lease->pinned_ = i + 1;
     if (slot.valid()) return refuse(LeaseRefusal::kSlab);
-    if (!verified) {
-      auto rec = index_->GetChunk(ChunkKey{v->key.object_id, v->key.version, i});
-      return refuse(rec.ok() && *rec ? LeaseRefusal::kNotVerified : LeaseRefusal::kNotCached);
+    if (verified) continue;
+    auto rec = index_->GetChunk(key);
+    if (!rec.ok() || !*rec || (*rec)->slot.valid() ||
+        (*rec)->len != ChunkLength(v->identity.size, chunk_size_, i)) {
+      return refuse(LeaseRefusal::kNotCached);
     }
+    if (v->identity.size > options_.verify_at_open_bytes) {
+      return refuse(LeaseRefusal::kNotVerified);
+    }
+    to_check.push_back({i, (*rec)->xxh3, {}});
+  }
+  if (!to_check.empty()) {
+    // First open in this process of a file held whole: check it now, as a
+    // read would, through the page cache the kernel will read it from.
+    Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
+    if (!file.ok()) return refuse(LeaseRefusal::kDataFile);
+    std::vector<char> good = CheckChunks(*v, **file, to_check);
+    bool all = true;
+    for (size_t i = 0; i < good.size(); ++i) {
+      if (!good[i]) lease->skipped_[to_check[i].idx] = 1;  // CheckChunks unpinned it
+      all = all && good[i];
+    }
+    counters_.chunks_verified_at_open += to_check.size();
+    if (!all) return refuse(LeaseRefusal::kNotVerified);
   }
   Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
   if (!file.ok()) return refuse(LeaseRefusal::kDataFile);

@@ -35,6 +35,8 @@ struct CacheCounters {
   // of those, checked by a read that waited for it (not ahead of it).
   std::atomic<uint64_t> chunks_verified{0};
   std::atomic<uint64_t> chunks_verified_by_readers{0};
+  // Chunks checked by an open about to hand its file to the kernel whole.
+  std::atomic<uint64_t> chunks_verified_at_open{0};
   std::atomic<uint64_t> origin_errors{0};
   // Revalidations and lookups of cached files answered from the cache, not
   // asked, while the origin was unreachable (OriginBackoff).

@@ -95,6 +95,13 @@ struct CacheOptions {
   // systems allow it (cache/direct_io.h). Default: true. The mount applies
   // it process-wide, to the origin as well as to the cache.
   bool direct_io = true;
+  // An open that could hand a file to the kernel whole (ObjectCache::
+  // LeaseWhole) but finds chunks this process has not verified yet checks
+  // them first, if the file is at most this big: it reads them (into the
+  // page cache, where the kernel then finds them). Larger files are read
+  // through the daemon, which checks what it serves, until every chunk is
+  // verified. 0: never at open. Default: 1 GiB. Survives crashes: no state.
+  uint64_t verify_at_open_bytes = 1ull << 30;
 };
 
 }  // namespace stoker

@@ -27,59 +27,78 @@ std::string PassthroughNodes::disabled_reason() const {
 
 void PassthroughNodes::CountFallback(const std::string& reason) {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  fallbacks_[reason]++;
+  fallbacks_[reason.empty() ? disabled_ : reason]++;
 }
 
 PassthroughNodes::Grant PassthroughNodes::Open(uint64_t node, const LeaseMaker& make) {
   Shard& s = ShardOf(node);
   std::string why;
+  Result<std::unique_ptr<WholeFileLease>> lease = Status::Error(EAGAIN, "not asked");
   {
     std::lock_guard<std::mutex> lock(s.mu);
     NodeState& n = s.nodes[node];
-    if (n.passthrough > 0 || n.inherited) {
-      n.passthrough++;
-      if (n.lease) n.lease->CountOpen();
-      opens_++;
-      return Grant{true, n.backing_id};
-    }
+    if (n.passthrough > 0 || n.inherited) return ShareLocked(n);
+    bool attempt = false;
     if (n.normal > 0) {
       why = "node_open_normally";
-    } else if (!enabled_) {
-      why.clear();  // counted under the disabled reason below
     } else if (s.restored.count(node) != 0) {
       why = "opened_before_restart";
     } else {
-      Result<std::unique_ptr<WholeFileLease>> lease = make(&why);
-      if (lease.ok()) {
-        Result<int32_t> id = hooks_.open_backing((*lease)->fd());
-        if (id.ok()) {
-          n.passthrough = 1;
-          n.backing_id = *id;
-          n.lease = std::move(lease).value();
-          n.lease->CountOpen();
-          if (hooks_.journal) hooks_.journal(node, n.backing_id, n.lease.get());
-          opens_++;
-          live_nodes_++;
-          return Grant{true, n.backing_id};
-        }
-        // EPERM: the connection has no passthrough, or we lack the
-        // capability; it will not change for this mount.
-        if (id.status().code() == EPERM || id.status().code() == ENOTTY ||
-            id.status().code() == EINVAL) {
-          LOG_WARN("the kernel refused a backing file ({}); passthrough is off for this mount",
-                   id.status().message());
-          Disable("kernel_refused");
-          why.clear();
-        } else {
-          why = "backing_open_failed";
-          LOG_WARN("could not register a backing file: {}", id.status().message());
-        }
-      }
+      attempt = enabled_;  // if not: counted under the reason it was disabled for
     }
-    n.normal++;
+    if (!attempt) {
+      n.normal++;
+      CountFallback(why);
+      return Grant{};
+    }
+    n.opening++;  // the lease may take a while (it may verify the file)
   }
-  CountFallback(why.empty() ? disabled_reason() : why);
-  return Grant{};
+  lease = make(&why);
+  std::unique_ptr<WholeFileLease> unused;  // dropped outside the lock
+  std::lock_guard<std::mutex> lock(s.mu);
+  NodeState& n = s.nodes[node];
+  n.opening--;
+  // Another open decided the node's mode meanwhile: that mode it is.
+  if (n.passthrough > 0) {
+    if (lease.ok()) unused = std::move(lease).value();
+    return ShareLocked(n);
+  }
+  if (n.normal > 0 || !lease.ok()) {
+    if (lease.ok()) unused = std::move(lease).value();
+    n.normal++;
+    CountFallback(n.normal > 1 || why.empty() ? "node_open_normally" : why);
+    return Grant{};
+  }
+  Result<int32_t> id = hooks_.open_backing((*lease)->fd());
+  if (!id.ok()) {
+    unused = std::move(lease).value();
+    n.normal++;
+    // EPERM: the connection has no passthrough, or we lack the capability;
+    // that will not change for this mount.
+    const int e = id.status().code();
+    if (e == EPERM || e == ENOTTY || e == EINVAL) {
+      LOG_WARN("the kernel refused a backing file ({}); passthrough is off for this mount",
+               id.status().message());
+      Disable("kernel_refused");
+      CountFallback("");
+    } else {
+      LOG_WARN("could not register a backing file: {}", id.status().message());
+      CountFallback("backing_open_failed");
+    }
+    return Grant{};
+  }
+  n.backing_id = *id;
+  n.lease = std::move(lease).value();
+  if (hooks_.journal) hooks_.journal(node, n.backing_id, n.lease.get());
+  live_nodes_++;
+  return ShareLocked(n);
+}
+
+PassthroughNodes::Grant PassthroughNodes::ShareLocked(NodeState& n) {
+  n.passthrough++;
+  if (n.lease) n.lease->CountOpen();
+  opens_++;
+  return Grant{true, n.backing_id};
 }
 
 void PassthroughNodes::OpenNormal(uint64_t node, const std::string& reason) {
@@ -88,7 +107,7 @@ void PassthroughNodes::OpenNormal(uint64_t node, const std::string& reason) {
     std::lock_guard<std::mutex> lock(s.mu);
     s.nodes[node].normal++;
   }
-  CountFallback(enabled_ ? reason : disabled_reason());
+  CountFallback(enabled_ ? reason : "");
 }
 
 void PassthroughNodes::Release(uint64_t node, bool passthrough) {
@@ -102,16 +121,17 @@ void PassthroughNodes::Release(uint64_t node, bool passthrough) {
     int& count = passthrough ? n.passthrough : n.normal;
     STOKER_CHECK(count > 0, "more releases than opens of a node");
     count--;
-    if (n.passthrough > 0 || n.normal > 0 || n.inherited) return;
+    if (n.passthrough > 0 || n.inherited) return;
     if (n.lease) {
       // After the last release only: the kernel looks the id up after our
       // reply to each open, and fails the open if it is gone.
       hooks_.close_backing(n.backing_id);
       if (hooks_.journal) hooks_.journal(node, n.backing_id, nullptr);
       lease = std::move(n.lease);
+      n.backing_id = 0;
       live_nodes_--;
     }
-    s.nodes.erase(it);
+    if (n.normal == 0 && n.opening == 0) s.nodes.erase(it);
   }
 }
 

@@ -76,7 +76,9 @@ class PassthroughNodes {
     int32_t backing_id = 0;
   };
   // Decides an open of node (see the class comment). make is called only
-  // when the node has no open. A normal open is counted with its reason.
+  // when the node has no open, without a lock held (it may verify the
+  // file); should another open decide the node's mode meanwhile, this one
+  // follows it. A normal open is counted with its reason.
   // REQUIRES: Release(node, grant.passthrough) once the open is released.
   Grant Open(uint64_t node, const LeaseMaker& make);
   // An open counted as normal without asking (a file that cannot be leased:
@@ -104,6 +106,7 @@ class PassthroughNodes {
     int normal = 0;
     int passthrough = 0;
     int32_t backing_id = 0;
+    int opening = 0;         // opens making a lease, outside the lock
     bool inherited = false;  // never closed: the predecessor's opens are unknown
     std::unique_ptr<WholeFileLease> lease;
   };
@@ -113,7 +116,11 @@ class PassthroughNodes {
     std::unordered_set<uint64_t> restored;          // GUARDED_BY(mu)
   };
   Shard& ShardOf(uint64_t node) { return shards_[node % shards_.size()]; }
+  // "" counts under the reason passthrough was disabled for.
   void CountFallback(const std::string& reason);
+  // REQUIRES: the node's shard lock; the node has a backing id. Another open
+  // of it.
+  Grant ShareLocked(NodeState& n);
 
   const Hooks hooks_;
   std::array<Shard, 16> shards_;

@@ -1,5 +1,6 @@
 // `stoker stat`: what the daemon of a mount thinks, from its stats.json,
 // either as the JSON itself or as a table for people.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -122,6 +123,24 @@ std::string FormatStats(const nlohmann::json& s) {
   }
   rows.emplace_back("warm", warm);
   rows.emplace_back("io backend", Text(s, "io_backend"));
+  if (s.contains("passthrough")) {
+    // Opens the kernel reads straight from the cache's SSD, and why others
+    // go through the daemon.
+    std::string pt = Text(s, "passthrough") + ", " + Number(s, "passthrough_opens") + " opens";
+    if (auto f = s.find("passthrough_fallbacks"); f != s.end() && f->is_object() && !f->empty()) {
+      std::vector<std::pair<uint64_t, std::string>> by_count;
+      for (const auto& [reason, n] : f->items()) {
+        by_count.emplace_back(n.is_number_integer() ? n.get<uint64_t>() : 0, reason);
+      }
+      std::sort(by_count.rbegin(), by_count.rend());
+      std::string list;
+      for (const auto& [n, reason] : by_count) {
+        list += (list.empty() ? "" : ", ") + reason + " " + std::to_string(n);
+      }
+      pt += "; through the daemon: " + list;
+    }
+    rows.emplace_back("passthrough", pt);
+  }
   if (auto sup = s.find("supervisor"); sup != s.end() && sup->is_object()) {
     rows.emplace_back("supervisor", "pid " + Number(*sup, "pid") + ", daemon pid " +
                                         Number(s, "pid") + ", " + Number(*sup, "restarts") +

@@ -73,6 +73,17 @@ TEST(FormatStats, SupervisorRow) {
             "none (a daemon crash ends the mount)");
 }
 
+TEST(FormatStats, PassthroughRowListsFallbacksMostFirst) {
+  EXPECT_EQ(Row(FormatStats(nlohmann::json::object()), "passthrough"), "");
+  nlohmann::json s = {{"passthrough", "on"},
+                      {"passthrough_opens", 900},
+                      {"passthrough_fallbacks", {{"slab", 40}, {"not_cached", 120}}}};
+  EXPECT_EQ(Row(FormatStats(s), "passthrough"),
+            "on, 900 opens; through the daemon: not_cached 120, slab 40");
+  s = {{"passthrough", "off: no_cap_sys_admin"}, {"passthrough_opens", 0}};
+  EXPECT_EQ(Row(FormatStats(s), "passthrough"), "off: no_cap_sys_admin, 0 opens");
+}
+
 TEST(FormatStats, ViewRowsOnlyWithViews) {
   EXPECT_EQ(Row(FormatStats(nlohmann::json::object()), "views"), "");
   nlohmann::json s = {{"views", {"decoded", "small"}},

@@ -77,6 +77,41 @@ def test_a_cached_file_is_read_by_the_kernel(mounts, origin):
     lib.wait_until(lambda: m.stats()["passthrough_nodes"] == 0, 10, what="backing file closed")
 
 
+def test_a_remounted_cache_is_verified_at_the_first_open(mounts, origin):
+    m = mounts.make(origin, args=ARGS)
+    passthrough_on(m)
+    want = read_whole(origin / "big")
+    assert read_whole(m.mnt / "big") == want
+    m.unmount()
+    lib.drop_caches()
+    m.mount()
+    assert read_whole(m.mnt / "big") == want
+    st = m.stats()
+    assert st["passthrough_opens"] == 1
+    assert st["chunks_verified_at_open"] == 10
+    assert st["read_requests"] == 0
+    assert st["origin_bytes_read"] == 0
+
+
+def test_a_corrupt_chunk_found_at_open_is_fetched_again(mounts, origin):
+    m = mounts.make(origin, args=ARGS)
+    passthrough_on(m)
+    want = read_whole(origin / "big")
+    assert read_whole(m.mnt / "big") == want
+    m.unmount()
+    [data] = [p for p in lib.cache_data_files(m.cache) if "slab" not in str(p)]
+    lib.flip_byte(data, 3 * MIB + 17)
+    lib.drop_caches()
+    m.mount()
+    assert read_whole(m.mnt / "big") == want  # through the daemon, which re-fetches
+    st = m.stats()
+    assert st["checksum_failures"] == 1
+    assert st["passthrough_opens"] == 0
+    assert fallbacks(st).get("not_verified") == 1
+    assert read_whole(m.mnt / "big") == want
+    assert m.stats()["passthrough_opens"] == 1
+
+
 def test_opens_that_cannot_be_passed_through_fall_back_with_their_reason(mounts, origin):
     m = mounts.make(origin, args=ARGS)
     passthrough_on(m)
