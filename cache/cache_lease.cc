@@ -30,8 +30,8 @@ const char* LeaseRefusalName(LeaseRefusal why) {
 // The pins of chunks [0, pinned) of one version, and its data file.
 class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
  public:
-  PinnedVersion(ObjectCacheImpl* cache, VersionKey key, uint64_t chunks)
-      : cache_(cache), key_(key), chunks_(chunks) {}
+  PinnedVersion(ObjectCacheImpl* cache, VersionKey key, uint64_t chunks, uint64_t size)
+      : cache_(cache), key_(key), chunks_(chunks), size_(size) {}
   ~PinnedVersion() override {
     for (uint64_t i = 0; i < pinned_; ++i) {
       if (skipped_[i]) continue;
@@ -42,6 +42,7 @@ class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
   uint64_t object_id() const override { return key_.object_id; }
   uint64_t version() const override { return key_.version; }
   uint64_t chunks() const override { return chunks_; }
+  uint64_t size() const override { return size_; }
   void CountOpen() override {
     for (uint64_t i = 0; i < chunks_; ++i) {
       cache_->RecordHit(ChunkKey{key_.object_id, key_.version, i});
@@ -51,6 +52,7 @@ class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
   ObjectCacheImpl* const cache_;
   const VersionKey key_;
   const uint64_t chunks_;
+  const uint64_t size_;
   uint64_t pinned_ = 0;        // chunks [0, pinned_) were tried
   std::vector<char> skipped_;  // chunks not pinned after all
   std::shared_ptr<DataFile> file_;
@@ -67,7 +69,7 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (v->superseded) return refuse(LeaseRefusal::kStale);
   if (v->chunks == 0) return refuse(LeaseRefusal::kEmpty);
   if (UsesSlab(*v)) return refuse(LeaseRefusal::kSlab);
-  auto lease = std::make_unique<PinnedVersion>(this, v->key, v->chunks);
+  auto lease = std::make_unique<PinnedVersion>(this, v->key, v->chunks, v->identity.size);
   lease->skipped_.assign(v->chunks, 0);
   // A verified chunk is in its place (a latch clears the bit first), so
   // the index need not be asked; a pin keeps it there.
@@ -123,7 +125,7 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
 
 std::unique_ptr<WholeFileLease> ObjectCacheImpl::HoldVersion(uint64_t object_id, uint64_t version,
                                                              uint64_t chunks) {
-  auto lease = std::make_unique<PinnedVersion>(this, VersionKey{object_id, version}, chunks);
+  auto lease = std::make_unique<PinnedVersion>(this, VersionKey{object_id, version}, chunks, 0);
   lease->skipped_.assign(chunks, 0);
   uint64_t missed = 0;
   for (uint64_t i = 0; i < chunks; ++i) {

@@ -119,6 +119,8 @@ class WholeFileLease {
   virtual uint64_t object_id() const = 0;
   virtual uint64_t version() const = 0;
   virtual uint64_t chunks() const = 0;
+  // The version's size in bytes (0 for HoldVersion's).
+  virtual uint64_t size() const = 0;
   // Another open reads the file: a hit on every chunk, for eviction.
   virtual void CountOpen() = 0;
 };

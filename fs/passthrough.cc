@@ -96,7 +96,10 @@ PassthroughNodes::Grant PassthroughNodes::Open(uint64_t node, const LeaseMaker& 
 
 PassthroughNodes::Grant PassthroughNodes::ShareLocked(NodeState& n) {
   n.passthrough++;
-  if (n.lease) n.lease->CountOpen();
+  if (n.lease) {
+    n.lease->CountOpen();
+    bytes_ += n.lease->size();
+  }
   opens_++;
   return Grant{true, n.backing_id};
 }
@@ -173,6 +176,7 @@ nlohmann::json PassthroughNodes::Stats() const {
   }
   return {{"passthrough", disabled.empty() ? std::string("on") : "off: " + disabled},
           {"passthrough_opens", opens_.load()},
+          {"passthrough_bytes", bytes_.load()},
           {"passthrough_fallbacks", fallbacks},
           {"passthrough_nodes", live_nodes_.load()}};
 }

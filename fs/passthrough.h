@@ -96,8 +96,10 @@ class PassthroughNodes {
   // REQUIRES: no request is being served.
   void Clear();
 
-  // {"passthrough_opens": n, "passthrough_fallbacks": {reason: n},
-  //  "passthrough_nodes": n, "passthrough": "on"|"off: reason"}.
+  // {"passthrough": "on"|"off: reason", "passthrough_opens": n,
+  //  "passthrough_bytes": the sizes of the files opened so (what the kernel
+  //  may read from the cache without us), "passthrough_fallbacks": {reason:
+  //  n}, "passthrough_nodes": files with a backing file now}.
   nlohmann::json Stats() const;
   uint64_t passthrough_opens() const { return opens_.load(); }
 
@@ -125,6 +127,7 @@ class PassthroughNodes {
   const Hooks hooks_;
   std::array<Shard, 16> shards_;
   std::atomic<uint64_t> opens_{0};
+  std::atomic<uint64_t> bytes_{0};  // the sizes of the files opened so
   std::atomic<uint64_t> live_nodes_{0};
   mutable std::mutex stats_mu_;
   std::string disabled_;                                 // GUARDED_BY(stats_mu_)

@@ -25,6 +25,7 @@ class FakeLease : public WholeFileLease {
   uint64_t object_id() const override { return 7; }
   uint64_t version() const override { return 1; }
   uint64_t chunks() const override { return 3; }
+  uint64_t size() const override { return 3000; }
   void CountOpen() override { opens++; }
   int opens = 0;
 
@@ -81,6 +82,7 @@ TEST(PassthroughNodes, OneBackingIdPerNodeSharedByItsOpensAndClosedAfterTheLast)
   EXPECT_TRUE(k.backing.empty());
   EXPECT_TRUE(k.leases.empty()) << "the pins outlived the backing file";
   EXPECT_EQ(p.passthrough_opens(), 2u);
+  EXPECT_EQ(p.Stats()["passthrough_bytes"], 6000);
   EXPECT_EQ(k.journal, (std::vector<std::string>{"10 open 1", "10 close 1"}));
 }
 

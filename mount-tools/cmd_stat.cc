@@ -127,6 +127,7 @@ std::string FormatStats(const nlohmann::json& s) {
     // Opens the kernel reads straight from the cache's SSD, and why others
     // go through the daemon.
     std::string pt = Text(s, "passthrough") + ", " + Number(s, "passthrough_opens") + " opens";
+    if (s.contains("passthrough_bytes")) pt += " of " + Size(s, "passthrough_bytes");
     if (auto f = s.find("passthrough_fallbacks"); f != s.end() && f->is_object() && !f->empty()) {
       std::vector<std::pair<uint64_t, std::string>> by_count;
       for (const auto& [reason, n] : f->items()) {

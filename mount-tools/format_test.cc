@@ -77,9 +77,10 @@ TEST(FormatStats, PassthroughRowListsFallbacksMostFirst) {
   EXPECT_EQ(Row(FormatStats(nlohmann::json::object()), "passthrough"), "");
   nlohmann::json s = {{"passthrough", "on"},
                       {"passthrough_opens", 900},
+                      {"passthrough_bytes", 3ull << 30},
                       {"passthrough_fallbacks", {{"slab", 40}, {"not_cached", 120}}}};
   EXPECT_EQ(Row(FormatStats(s), "passthrough"),
-            "on, 900 opens; through the daemon: not_cached 120, slab 40");
+            "on, 900 opens of 3.00 GiB; through the daemon: not_cached 120, slab 40");
   s = {{"passthrough", "off: no_cap_sys_admin"}, {"passthrough_opens", 0}};
   EXPECT_EQ(Row(FormatStats(s), "passthrough"), "off: no_cap_sys_admin, 0 opens");
 }

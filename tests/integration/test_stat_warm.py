@@ -10,7 +10,8 @@ from stoker_testlib import CHUNK, stoker
 REQUIRED = ("bytes_read", "cache_hit_bytes", "origin_bytes_read", "cache_used_bytes",
             "cache_capacity_bytes", "objects", "chunks", "evicted_bytes",
             "revalidations", "errors", "checksum_failures", "origin_changes",
-            "pid", "cache_dir")
+            "pid", "cache_dir", "passthrough", "passthrough_opens", "passthrough_bytes",
+            "passthrough_fallbacks")
 
 
 def make_origin(origin, n_big=6, n_small=50):
@@ -37,7 +38,7 @@ def test_stat_json_and_human(mounts, tmp_path):
         assert k in js, f"stat --json lacks {k}: {js}"
     assert js["pid"] == m.pid
     assert os.path.realpath(js["cache_dir"]) == os.path.realpath(m.cache)
-    assert js["bytes_read"] >= total, js
+    assert js["bytes_read"] + js["passthrough_bytes"] >= total, js
     assert js["origin_bytes_read"] >= total, js
     assert js["cache_capacity_bytes"] == 1 << 30, js
     assert 0 < js["cache_used_bytes"] <= js["cache_capacity_bytes"], js
