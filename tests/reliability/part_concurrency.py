@@ -77,6 +77,7 @@ def concurrency(tally, scratch, quick, seed):
               f"errors={s['errors']}; ESTALE reads {STALE}; daemon peak RSS (VmHWM) {peak // 1024} MiB")
     if s["cache_used_bytes"] > s["cache_capacity_bytes"]:
         tally.fail(f"cache_used_bytes {s['cache_used_bytes']} > capacity")
+    rel.count_passthrough(tally, m)
     m.unmount()
 
 

@@ -84,6 +84,7 @@ def kill_during_reads(tally, m, origin, rels, view_ref, view_rels, rng, cycle):
     time.sleep(delay)
     for r in readers:
         r.expect_errors.set()
+    rel.count_passthrough(tally, m)
     os.kill(m.pid, signal.SIGKILL)
     lib.wait_until(lambda: not lib.pid_alive(m.pid), 30, what="daemon death after kill -9")
     tally.add(faults=1)

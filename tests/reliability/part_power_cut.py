@@ -51,4 +51,5 @@ def power_cut(tally, scratch, quick, seed):
     s = m.stats()
     tally.say(f"fsck repairs run: {repairs}; last mount: checksum_failures={s['checksum_failures']}, "
               f"errors={s['errors']}")
+    rel.count_passthrough(tally, m)
     m.unmount()

@@ -76,6 +76,7 @@ def supervised(tally, scratch, quick, seed):
     for k in range(1, kills + 1):
         tally.add(cases=1)
         time.sleep(max(0.0, MIN_GAP - (time.monotonic() - last)) + rng.uniform(0.05, 1.5))
+        rel.count_passthrough(tally, m)
         os.kill(pid, signal.SIGKILL)
         last = time.monotonic()
         tally.add(faults=1)
@@ -103,6 +104,7 @@ def supervised(tally, scratch, quick, seed):
               f"comparison {tally.bytes_compared - before} bytes; restarts="
               f"{s['supervisor']['restarts']}, errors={s['errors']}, "
               f"checksum_failures={s['checksum_failures']}")
+    rel.count_passthrough(tally, m)
     m.unmount()
     lib.wait_until(lambda: not lib.pid_alive(supervisor), lib.EXIT_TIMEOUT,
                    what="supervisor exit after unmount")

@@ -35,7 +35,8 @@ UNSUPERVISED = ["--no-supervise"]
 class Tally:
     """What one part tried and found; one row of the final table."""
 
-    COLUMNS = ("cases", "faults", "bytes_compared", "mismatches", "hangs", "failures")
+    COLUMNS = ("cases", "faults", "bytes_compared", "mismatches", "hangs", "failures",
+               "passthrough_opens")
 
     def __init__(self, name):
         self.name = name
@@ -45,6 +46,7 @@ class Tally:
         self.mismatches = 0
         self.hangs = 0
         self.failures = 0
+        self.passthrough_opens = 0  # opens the kernel read from the cache by itself
         self.notes = []
         self.lock = threading.Lock()
 
@@ -302,6 +304,15 @@ class Readers:
         return stuck
 
 
+def count_passthrough(tally, m):
+    """Adds the opens m's daemon passed through to the kernel so far (docs/passthrough.md): call it
+    before the daemon is killed or unmounted, as its counters go with it."""
+    try:
+        tally.add(passthrough_opens=m.stats(timeout=10).get("passthrough_opens", 0))
+    except (OSError, AssertionError, lib.Hung):
+        pass
+
+
 def kill_under_readers(tally, m, origin, rels, seed, rng, max_delay, before_kill=None,
                        what="kill -9"):
     """6 comparing readers over rels; after a random delay (up to
@@ -312,6 +323,7 @@ def kill_under_readers(tally, m, origin, rels, seed, rng, max_delay, before_kill
     delay = rng.uniform(0.1, max_delay)
     threading.Event().wait(delay)
     readers.expect_errors.set()
+    count_passthrough(tally, m)
     if before_kill:
         before_kill()
     os.kill(m.pid, signal.SIGKILL)
