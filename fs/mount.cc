@@ -177,7 +177,7 @@ class EarlyMount {
     if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
       return Status::Error(EIO, "could not mount at '" + mountpoint + "'" + LastFuseError());
     }
-    m->mounted_ = true;
+    m->mounted_ = true;  // not shared yet
     return m;
   }
   EarlyMount(const EarlyMount&) = delete;
@@ -193,7 +193,9 @@ class EarlyMount {
     if (fd < 0) return Status::FromErrno(errno, "duplicating the mount's /dev/fuse descriptor");
     return fd;
   }
+  // Thread-safe, and once only.
   void Unmount() {
+    std::lock_guard<std::mutex> lock(mu_);
     if (mounted_) fuse_session_unmount(se_);
     mounted_ = false;
   }
@@ -201,7 +203,8 @@ class EarlyMount {
  private:
   explicit EarlyMount(fuse_session* se) : se_(se) {}
   fuse_session* const se_;
-  bool mounted_ = false;
+  std::mutex mu_;
+  bool mounted_ = false;  // GUARDED_BY(mu_)
 };
 
 // The first daemon under a supervisor: reads the kernel's INIT request
@@ -345,7 +348,13 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
         passthrough_failed =
             "--passthrough on: the kernel refuses FUSE passthrough here (" + why + ")";
         ready.Send("error: " + passthrough_failed);
-        AbortFuseConnection(d);  // ends the loop; the mount is taken down below
+        // Ends the loop; the rest of the mount is taken down below. Only
+        // root may abort a connection, but whoever mounted may unmount.
+        if (early != nullptr) {
+          early->Unmount();
+        } else {
+          AbortFuseConnection(d);
+        }
         return;
       }
       if (!why.empty()) {

@@ -5,6 +5,7 @@ eviction never punches what the kernel reads, a changed origin file is a new
 version, a daemon crash is survived), and where passthrough cannot be used
 the open falls back to the daemon's reads with the reason counted."""
 
+import json
 import mmap
 import os
 import signal
@@ -282,3 +283,51 @@ def test_kill9_while_passthrough_readers_run(mounts, origin, tmp_path):
     m.unmount()
     r = lib.fsck(m.cache)
     assert r.returncode == 0, lib.describe(r)
+
+
+def _as_nobody(cmd, **kw):
+    return lib.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd], **kw)
+
+
+def test_a_daemon_without_cap_sys_admin_reads_through_itself(tmp_path):
+    """A user's daemon (mounted through the setuid fusermount3) cannot have
+    backing files: auto falls back and says why; on fails the mount with
+    one line."""
+    base = tmp_path / "user"
+    base.mkdir()
+    origin, mnt, cache = base / "origin", base / "mnt", base / "cache"
+    origin.mkdir()
+    lib.write_random(origin / "big", 3 * MIB, lib.seeded("pt-user"))
+    mnt.mkdir()
+    cache.mkdir(mode=0o700)
+    for p in (origin, origin / "big", mnt, cache):
+        os.chown(p, 65534, 65534)
+    # The way down to base, searchable by the user.
+    p = base
+    while p != p.parent:
+        os.chmod(p, os.stat(p).st_mode | 0o011)
+        p = p.parent
+    args = [lib.STOKER_BIN, "mount", str(origin), str(mnt), "--cache", str(cache), *ARGS,
+            "--no-supervise"]
+    # A user opens /dev/fuse itself: Debian's udev rule makes it 0666, this
+    # machine may not.
+    fuse_mode = os.stat("/dev/fuse").st_mode & 0o7777
+    os.chmod("/dev/fuse", 0o666)
+    try:
+        r = _as_nobody(args + ["--passthrough", "on"])
+        assert r.returncode == 1, lib.describe(r)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "--passthrough on" in r.stderr and "no_cap_sys_admin" in r.stderr, r.stderr
+        assert not lib.is_mounted(mnt)
+        r = _as_nobody(args)
+        assert r.returncode == 0, lib.describe(r)
+        for _ in range(3):
+            got = _as_nobody(["sha256sum", str(mnt / "big")])
+            assert got.stdout.split()[0] == lib.sha256_file(origin / "big")
+        st = json.loads(_as_nobody(["cat", str(mnt / ".stoker" / "stats.json")]).stdout)
+        assert st["passthrough"] == "off: no_cap_sys_admin"
+        assert st["passthrough_opens"] == 0
+        assert st["passthrough_fallbacks"]["no_cap_sys_admin"] == 3
+    finally:
+        lib.cleanup_under(base)
+        os.chmod("/dev/fuse", fuse_mode)
