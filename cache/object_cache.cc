@@ -740,6 +740,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
     j["objects_in_memory"] = objects_.size();
   }
   j["pending_drops"] = drops_pending_.load();
+  j["verified_chunks_held"] = resident_->verified();
   j["run_buffers_reused"] = RunBufferPool().reused();
   j["run_buffers_allocated"] = RunBufferPool().allocated();
   j["io_backend"] = io_->Name();

@@ -441,7 +441,8 @@ class ObjectCacheImpl final : public ObjectCache {
   uint64_t index_written_at_ = 0;  // GUARDED_BY(index_size_mu_)
   const EvictionPolicy policy_;
   Quota quota_;
-  const std::shared_ptr<ResidentChunks> resident_ = std::make_shared<ResidentChunks>();
+  const std::shared_ptr<ResidentChunks> resident_ =
+      std::make_shared<ResidentChunks>(options_.max_verified_chunks);
   Fetcher fetcher_;
   // Fetched chunks whose store a reader's reply is waiting for.
   UnstoredChunks unstored_{options_.deferred_store_bytes};

@@ -58,6 +58,12 @@ struct CacheOptions {
   // (beyond it, an open reads the file's record from the index again).
   // Default: 65536.
   size_t max_object_entries = 65536;
+  // Chunks whose checksum this process remembers having verified
+  // (ResidentChunks); others are checked again when next read (or opened
+  // for passthrough). Bounds memory: about 60 bytes each. Default: 262144
+  // (256 GiB of 1 MiB chunks). Survives crashes: no (a new process verifies
+  // anew).
+  size_t max_verified_chunks = 262144;
 
   // Bytes of chunks a reader fetched from the origin that may wait to be
   // stored until its reply is sent (ObjectCache::Read): the cache write and

@@ -10,6 +10,30 @@ void ResidentChunks::MaybeErase(Shard& s,
   if (st.pins == 0 && !st.latched && !st.verified) s.map.erase(it);
 }
 
+void ResidentChunks::SetVerified(Shard& s, State& st, bool v) {
+  if (st.verified == v) return;
+  st.verified = v;
+  if (v) {
+    s.verified++;
+  } else {
+    s.verified--;
+  }
+}
+
+void ResidentChunks::TrimLocked(Shard& s) {
+  // Any victims will do (the map's order is arbitrary); a pinned or latched
+  // chunk keeps its bit, as a reader or the evictor relies on it.
+  for (auto it = s.map.begin(); s.verified > per_shard_ && it != s.map.end();) {
+    auto next = std::next(it);
+    State& st = it->second;
+    if (st.verified && st.pins == 0 && !st.latched) {
+      SetVerified(s, st, false);
+      MaybeErase(s, it);
+    }
+    it = next;
+  }
+}
+
 bool ResidentChunks::TryPin(const ChunkKey& key, bool* verified, SlotRef* slot) {
   Shard& s = ShardOf(key);
   std::lock_guard<std::mutex> l(s.mu);
@@ -38,8 +62,9 @@ void ResidentChunks::MarkVerified(const ChunkKey& key, const SlotRef& slot) {
   std::lock_guard<std::mutex> l(s.mu);
   auto it = s.map.find(key);
   STOKER_CHECK(it != s.map.end() && it->second.pins > 0, "verified chunk must be pinned");
-  it->second.verified = true;
+  SetVerified(s, it->second, true);
   it->second.slot = slot;
+  if (s.verified > per_shard_) TrimLocked(s);
 }
 
 bool ResidentChunks::TryLatchForEvict(const ChunkKey& key) {
@@ -49,7 +74,7 @@ bool ResidentChunks::TryLatchForEvict(const ChunkKey& key) {
   if (st.pins > 0 || st.latched) return false;
   st.latched = true;
   st.verified_when_latched = st.verified;
-  st.verified = false;
+  SetVerified(s, st, false);
   return true;
 }
 
@@ -75,7 +100,7 @@ void ResidentChunks::EndLatch(const ChunkKey& key, bool left_in_place) {
   auto it = s.map.find(key);
   STOKER_CHECK(it != s.map.end() && it->second.latched, "release of a chunk not latched");
   it->second.latched = false;
-  if (left_in_place) it->second.verified = it->second.verified_when_latched;
+  if (left_in_place) SetVerified(s, it->second, it->second.verified_when_latched);
   it->second.verified_when_latched = false;
   MaybeErase(s, it);
 }
@@ -86,7 +111,7 @@ void ResidentChunks::ForgetVersion(const VersionKey& v) {
   for (auto it = s.map.begin(); it != s.map.end();) {
     auto next = std::next(it);
     if (it->first.version_key() == v) {
-      it->second.verified = false;
+      SetVerified(s, it->second, false);
       it->second.verified_when_latched = false;
       MaybeErase(s, it);
     }
@@ -99,6 +124,15 @@ size_t ResidentChunks::size() const {
   for (auto& s : shards_) {
     std::lock_guard<std::mutex> l(s.mu);
     n += s.map.size();
+  }
+  return n;
+}
+
+size_t ResidentChunks::verified() const {
+  size_t n = 0;
+  for (auto& s : shards_) {
+    std::lock_guard<std::mutex> l(s.mu);
+    n += s.verified;
   }
   return n;
 }

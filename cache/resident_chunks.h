@@ -15,10 +15,17 @@
 // reader, and the next pin after a drop finds it unverified and asks the
 // index again.
 //
+// Memory: a verified bit is kept only for the most recently verified chunks
+// (max_verified, over all shards): past it, marking one forgets the bits of
+// a few others that nobody pins or latches, which are then checked again on
+// their next read. A dataset read epoch after epoch thus costs bounded
+// memory here, however many files it has.
+//
 // Thread-safety: all methods are thread-safe (sharded mutexes, sharded by
 // version so ForgetVersion touches one shard).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <mutex>
@@ -31,6 +38,11 @@ namespace stoker {
 
 class ResidentChunks {
  public:
+  // Default: 262144 verified bits (about 15 MiB; 256 GiB of 1 MiB chunks).
+  static constexpr size_t kDefaultMaxVerified = 262144;
+  explicit ResidentChunks(size_t max_verified = kDefaultMaxVerified)
+      : per_shard_(std::max<size_t>(1, max_verified / kShards)) {}
+
   // Pins key unless the evictor holds it. *verified: verified by this
   // process; then *slot (if given) is where it was verified.
   bool TryPin(const ChunkKey& key, bool* verified, SlotRef* slot = nullptr);
@@ -54,6 +66,8 @@ class ResidentChunks {
   void ForgetVersion(const VersionKey& v);
   // Entries held (pinned, latched or verified), for stats and tests.
   size_t size() const;
+  // Chunks whose verified bit is kept.
+  size_t verified() const;
   bool pinned(const ChunkKey& key) const;
 
  private:
@@ -67,14 +81,22 @@ class ResidentChunks {
   struct Shard {
     mutable std::mutex mu;
     std::unordered_map<ChunkKey, State, ChunkKeyHash> map;  // GUARDED_BY(mu)
+    size_t verified = 0;  // GUARDED_BY(mu): entries with verified set
   };
+  static constexpr size_t kShards = 64;
   Shard& ShardOf(const ChunkKey& k) const {
     return shards_[VersionKeyHash()(k.version_key()) % shards_.size()];
   }
   static void MaybeErase(Shard& s, std::unordered_map<ChunkKey, State, ChunkKeyHash>::iterator it);
+  // REQUIRES: s.mu held. Sets or clears st's verified bit, counting it.
+  static void SetVerified(Shard& s, State& st, bool v);
+  // REQUIRES: s.mu held. Forgets verified bits of unpinned, unlatched
+  // chunks until s is within its share.
+  void TrimLocked(Shard& s);
   void EndLatch(const ChunkKey& key, bool left_in_place);
 
-  mutable std::array<Shard, 64> shards_;
+  const size_t per_shard_;
+  mutable std::array<Shard, kShards> shards_;
 };
 
 }  // namespace stoker

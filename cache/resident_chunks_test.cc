@@ -81,3 +81,30 @@ TEST(ResidentChunksTest, APinnedChunkCannotBeLatched) {
 
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// Epoch after epoch over more chunks than the bound: memory stays bounded,
+// and what a reader pins keeps its bit.
+TEST(ResidentChunksTest, VerifiedBitsAreBoundedAndPinnedOnesKept) {
+  ResidentChunks r(/*max_verified=*/640);  // 10 a shard
+  const ChunkKey held{1, 1, 0};
+  bool verified = false;
+  ASSERT_TRUE(r.TryPin(held, &verified));
+  r.MarkVerified(held);
+  for (uint64_t obj = 2; obj < 5000; ++obj) PinAndVerify(r, ChunkKey{obj, 1, 0});
+  EXPECT_LE(r.verified(), 640u + 64u);
+  EXPECT_GE(r.verified(), 320u) << "far more forgotten than needed";
+  EXPECT_LE(r.size(), 640u + 64u + 1u) << "forgotten bits must not leave entries behind";
+  EXPECT_TRUE(r.pinned(held));
+  r.Unpin(held);
+  EXPECT_TRUE(PinnedVerified(r, held)) << "a pinned chunk lost its verified bit";
+  // A forgotten one is simply unverified: checked again by its next reader.
+  size_t unverified = 0;
+  for (uint64_t obj = 2; obj < 5000; ++obj) unverified += !PinnedVerified(r, ChunkKey{obj, 1, 0});
+  EXPECT_GE(unverified, 5000u - 2u - 704u);
+}
+
+}  // namespace
+}  // namespace stoker

@@ -2,6 +2,7 @@
 // connection setup and the operation table.
 #include "fs/fuse_ops.h"
 
+#include <malloc.h>
 #include <sys/statvfs.h>
 
 #include <climits>
@@ -107,12 +108,29 @@ void ForgetOne(FsContext& fs, fuse_ino_t ino, uint64_t nlookup) {
   fs.inodes.Forget(ino, nlookup);
 }
 
+// When the kernel has forgotten most of the nodes it held (memory pressure,
+// drop_caches), the memory they took is free but kept by the allocator's
+// per-thread arenas: hand it back to the system, once per such fall.
+void MaybeReturnMemory(FsContext& fs) {
+  constexpr size_t kMinFall = 20000;  // nodes; about 3 MiB
+  const size_t now = fs.inodes.size();
+  size_t high = fs.nodes_high.load(std::memory_order_relaxed);
+  while (now > high && !fs.nodes_high.compare_exchange_weak(high, now)) {
+  }
+  if (high < now + kMinFall || now > high / 2) return;
+  if (!fs.nodes_high.compare_exchange_strong(high, now)) return;  // another thread trims
+  malloc_trim(0);
+  LOG_DEBUG("the kernel forgot {} of {} nodes; free memory returned", high - now, high);
+}
+
 // Forgets get no reply but fuse_reply_none, so they bypass RunOp (whose
 // fallback is an error reply). Nothing in them allocates or throws.
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   Reply reply(req, "forget");
-  ForgetOne(Ctx(req), ino, nlookup);
+  FsContext& fs = Ctx(req);  // not from req once it is answered (freed)
+  ForgetOne(fs, ino, nlookup);
   reply.None();
+  MaybeReturnMemory(fs);
 }
 
 void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
@@ -120,6 +138,7 @@ void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   FsContext& fs = Ctx(req);
   for (size_t i = 0; i < count; ++i) ForgetOne(fs, forgets[i].ino, forgets[i].nlookup);
   reply.None();
+  MaybeReturnMemory(fs);
 }
 
 void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {

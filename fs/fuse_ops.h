@@ -104,6 +104,9 @@ struct FsContext {
   std::mutex adopt_mu;
   std::unordered_map<uint64_t, FileHandle*> adopted_files;  // GUARDED_BY(adopt_mu)
   std::unordered_map<uint64_t, DirHandle*> adopted_dirs;    // GUARDED_BY(adopt_mu)
+  // The most nodes the kernel held since memory was last returned
+  // (fuse_ops.cc, MaybeReturnMemory).
+  std::atomic<size_t> nodes_high{0};
   // What init() negotiated, for logs and stats.
   std::atomic<unsigned> max_readahead{0};
   std::atomic<bool> splice_write{false};

@@ -1,0 +1,50 @@
+"""The daemon's memory per file read: what the kernel forgets, the daemon
+gives back (fs/fuse_ops.cc, MaybeReturnMemory), and the supervisor's copy of
+the node table shrinks with it."""
+
+import os
+
+import stoker_testlib as lib
+
+FILES = 30000
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_nodes_the_kernel_forgets_give_their_memory_back(mounts, tmp_path):
+    origin = tmp_path / "origin"
+    block = os.urandom(512)
+    for d in range(FILES // 1000):
+        sub = origin / f"d{d:02d}"
+        sub.mkdir(parents=True)
+        for i in range(1000):
+            (sub / f"f{i:04d}").write_bytes(block + i.to_bytes(4, "little"))
+    m = mounts.make(origin)
+    st = m.stats()
+    pid, sup = st["pid"], st["supervisor"]["pid"]
+    for d in sorted(os.listdir(m.mnt)):
+        for name in os.listdir(m.mnt / d):
+            with open(m.mnt / d / name, "rb") as f:
+                assert len(f.read()) == 516
+    held = m.stats()
+    assert held["inodes"] >= FILES
+    daemon_held, sup_held = rss_kib(pid), rss_kib(sup)
+    lib.drop_caches()  # the kernel forgets every node: a storm of FORGETs
+    lib.wait_until(lambda: m.stats()["inodes"] < 100, 30, what="the kernel's forgets")
+    after = m.stats()
+    assert after["pid"] == pid, "the daemon died in the forgets"
+    assert after["supervisor"]["restarts"] == 0
+    daemon_after, sup_after = rss_kib(pid), rss_kib(sup)
+    print(f"daemon RSS {daemon_held} -> {daemon_after} KiB, supervisor {sup_held} -> {sup_after} KiB "
+          f"for {held['inodes']} nodes")
+    assert daemon_after < daemon_held, (daemon_held, daemon_after)
+    assert sup_after < sup_held, (sup_held, sup_after)
+    # And it still serves.
+    with open(m.mnt / "d00" / "f0007", "rb") as f:
+        assert f.read() == block + (7).to_bytes(4, "little")
