@@ -41,6 +41,8 @@ constexpr unsigned kMaxRead = 1u << 20;
 constexpr unsigned kReadaheadKb = 4096;
 // The FUSE loop's most workers when MountOptions::fuse_threads is 0.
 constexpr unsigned kDefaultMaxWorkers = 64;
+// Files whose backing file outlives their last close (fs/passthrough.h).
+constexpr size_t kIdleBackingFiles = 64;
 // Room for any request /dev/fuse will hand over (the kernel refuses a read
 // into less than its largest WRITE).
 constexpr size_t kRequestBuffer = (1u << 20) + (64u << 10);
@@ -512,7 +514,10 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
       }
     };
   }
-  PassthroughNodes passthrough(std::move(hooks));
+  // Idle files keep their backing file for their next open: a few, and
+  // never more than a sixteenth of the cache pinned so.
+  PassthroughNodes passthrough(std::move(hooks), kIdleBackingFiles,
+                               options.cache.capacity_bytes / 16);
   if (options.passthrough == PassthroughMode::kOff) passthrough.Disable("off");
   if (restart != nullptr && restart->nodes != nullptr) {
     size_t inherited = 0;

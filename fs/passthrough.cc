@@ -37,7 +37,7 @@ PassthroughNodes::Grant PassthroughNodes::Open(uint64_t node, const LeaseMaker& 
   {
     std::lock_guard<std::mutex> lock(s.mu);
     NodeState& n = s.nodes[node];
-    if (n.passthrough > 0 || n.inherited) return ShareLocked(n);
+    if (n.passthrough > 0 || n.inherited || n.lease) return ShareLocked(node, n);
     bool attempt = false;
     if (n.normal > 0) {
       why = "node_open_normally";
@@ -59,9 +59,9 @@ PassthroughNodes::Grant PassthroughNodes::Open(uint64_t node, const LeaseMaker& 
   NodeState& n = s.nodes[node];
   n.opening--;
   // Another open decided the node's mode meanwhile: that mode it is.
-  if (n.passthrough > 0) {
+  if (n.passthrough > 0 || n.lease) {
     if (lease.ok()) unused = std::move(lease).value();
-    return ShareLocked(n);
+    return ShareLocked(node, n);
   }
   if (n.normal > 0 || !lease.ok()) {
     if (lease.ok()) unused = std::move(lease).value();
@@ -91,10 +91,23 @@ PassthroughNodes::Grant PassthroughNodes::Open(uint64_t node, const LeaseMaker& 
   n.lease = std::move(lease).value();
   if (hooks_.journal) hooks_.journal(node, n.backing_id, n.lease.get());
   live_nodes_++;
-  return ShareLocked(n);
+  return ShareLocked(node, n);
 }
 
-PassthroughNodes::Grant PassthroughNodes::ShareLocked(NodeState& n) {
+PassthroughNodes::Grant PassthroughNodes::ShareLocked(uint64_t node, NodeState& n) {
+  if (n.idle) {
+    // Off the idle list, unless Release just displaced it: then its
+    // CloseIfIdle finds it no longer idle.
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+      if (it->first == node) {
+        idle_bytes_ -= it->second;
+        idle_.erase(it);
+        break;
+      }
+    }
+    n.idle = false;
+  }
   n.passthrough++;
   if (n.lease) {
     n.lease->CountOpen();
@@ -104,18 +117,9 @@ PassthroughNodes::Grant PassthroughNodes::ShareLocked(NodeState& n) {
   return Grant{true, n.backing_id};
 }
 
-void PassthroughNodes::OpenNormal(uint64_t node, const std::string& reason) {
-  Shard& s = ShardOf(node);
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.nodes[node].normal++;
-  }
-  CountFallback(enabled_ ? reason : "");
-}
-
 void PassthroughNodes::Release(uint64_t node, bool passthrough) {
   Shard& s = ShardOf(node);
-  std::unique_ptr<WholeFileLease> lease;  // dropped outside the lock
+  std::vector<uint64_t> displaced;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     auto it = s.nodes.find(node);
@@ -126,16 +130,51 @@ void PassthroughNodes::Release(uint64_t node, bool passthrough) {
     count--;
     if (n.passthrough > 0 || n.inherited) return;
     if (n.lease) {
-      // After the last release only: the kernel looks the id up after our
-      // reply to each open, and fails the open if it is gone.
-      hooks_.close_backing(n.backing_id);
-      if (hooks_.journal) hooks_.journal(node, n.backing_id, nullptr);
-      lease = std::move(n.lease);
-      n.backing_id = 0;
-      live_nodes_--;
+      // Kept a while for the next open of the file, whose cost it saves
+      // (backing file, pins, journal); at most linger_files_ files and
+      // linger_bytes_ bytes, the oldest closed first.
+      if (n.lease->size() <= linger_bytes_ && linger_files_ > 0) {
+        std::lock_guard<std::mutex> idle_lock(idle_mu_);
+        n.idle = true;
+        idle_.emplace_back(node, n.lease->size());
+        idle_bytes_ += n.lease->size();
+        while (idle_.size() > linger_files_ || idle_bytes_ > linger_bytes_) {
+          displaced.push_back(idle_.front().first);
+          idle_bytes_ -= idle_.front().second;
+          idle_.pop_front();
+        }
+      } else {
+        CloseLocked(s, it);
+        return;
+      }
+    } else if (n.normal == 0 && n.opening == 0) {
+      s.nodes.erase(it);
     }
-    if (n.normal == 0 && n.opening == 0) s.nodes.erase(it);
   }
+  // Other shards' locks are taken one at a time, never inside this one's.
+  for (uint64_t victim : displaced) CloseIfIdle(victim);
+}
+
+void PassthroughNodes::CloseLocked(Shard& s, std::unordered_map<uint64_t, NodeState>::iterator it) {
+  NodeState& n = it->second;
+  // After the last release only: the kernel looks the id up after our
+  // reply to each open, and fails the open if it is gone.
+  hooks_.close_backing(n.backing_id);
+  if (hooks_.journal) hooks_.journal(it->first, n.backing_id, nullptr);
+  n.lease.reset();
+  n.backing_id = 0;
+  live_nodes_--;
+  if (n.normal == 0 && n.opening == 0 && n.passthrough == 0) s.nodes.erase(it);
+}
+
+void PassthroughNodes::CloseIfIdle(uint64_t node) {
+  Shard& s = ShardOf(node);
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.nodes.find(node);
+  // Opened again since it was displaced: ShareLocked took it off the list.
+  if (it == s.nodes.end() || !it->second.idle) return;
+  it->second.idle = false;
+  CloseLocked(s, it);
 }
 
 void PassthroughNodes::Inherit(uint64_t node, int32_t id, std::unique_ptr<WholeFileLease> held) {
@@ -163,12 +202,20 @@ void PassthroughNodes::Clear() {
     s.nodes.clear();
     s.restored.clear();
   }
+  std::lock_guard<std::mutex> lock(idle_mu_);
+  idle_.clear();
+  idle_bytes_ = 0;
   live_nodes_ = 0;
 }
 
 nlohmann::json PassthroughNodes::Stats() const {
   nlohmann::json fallbacks = nlohmann::json::object();
   std::string disabled;
+  size_t idle = 0;
+  {
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    idle = idle_.size();
+  }
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     for (const auto& [reason, n] : fallbacks_) fallbacks[reason] = n;
@@ -178,7 +225,8 @@ nlohmann::json PassthroughNodes::Stats() const {
           {"passthrough_opens", opens_.load()},
           {"passthrough_bytes", bytes_.load()},
           {"passthrough_fallbacks", fallbacks},
-          {"passthrough_nodes", live_nodes_.load()}};
+          {"passthrough_nodes", live_nodes_.load()},
+          {"passthrough_idle", idle}};
 }
 
 Result<int32_t> OpenBackingFile(int fuse_fd, int fd) {

@@ -12,7 +12,9 @@
 //   opens until they are all released; a node with passthrough opens gets
 //   passthrough opens (even if its version could not be leased again).
 // - one backing id per node while it has opens, shared by all of them, and
-//   closed only after the last one is released.
+//   closed only after the last one is released (or later: a few idle nodes
+//   keep theirs for their next open, which then costs no new backing file,
+//   pins or journal records).
 // The lease (the version's chunks pinned, its data file held) lives as long
 // as the node's backing id: eviction never punches a byte the kernel reads.
 //
@@ -33,6 +35,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -40,6 +43,8 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "cache/object_cache.h"
 #include "util/status.h"
@@ -62,7 +67,11 @@ class PassthroughNodes {
   // Makes the lease for a node's first open; *why says why not.
   using LeaseMaker = std::function<Result<std::unique_ptr<WholeFileLease>>(std::string* why)>;
 
-  explicit PassthroughNodes(Hooks hooks) : hooks_(std::move(hooks)) {}
+  // A node whose last open is released keeps its backing file and lease
+  // (idle) for its next open, for at most linger_files files of at most
+  // linger_bytes together; the oldest idle one is closed first.
+  explicit PassthroughNodes(Hooks hooks, size_t linger_files = 0, uint64_t linger_bytes = 0)
+      : hooks_(std::move(hooks)), linger_files_(linger_files), linger_bytes_(linger_bytes) {}
   PassthroughNodes(const PassthroughNodes&) = delete;
   PassthroughNodes& operator=(const PassthroughNodes&) = delete;
 
@@ -81,9 +90,6 @@ class PassthroughNodes {
   // follows it. A normal open is counted with its reason.
   // REQUIRES: Release(node, grant.passthrough) once the open is released.
   Grant Open(uint64_t node, const LeaseMaker& make);
-  // An open counted as normal without asking (a file that cannot be leased:
-  // a virtual one is not counted at all). REQUIRES: Release(node, false).
-  void OpenNormal(uint64_t node, const std::string& reason);
   void Release(uint64_t node, bool passthrough);
 
   // After a restart: node has the predecessor's backing id; held pins its
@@ -99,7 +105,8 @@ class PassthroughNodes {
   // {"passthrough": "on"|"off: reason", "passthrough_opens": n,
   //  "passthrough_bytes": the sizes of the files opened so (what the kernel
   //  may read from the cache without us), "passthrough_fallbacks": {reason:
-  //  n}, "passthrough_nodes": files with a backing file now}.
+  //  n}, "passthrough_nodes": files with a backing file now (idle ones too),
+  //  "passthrough_idle": idle ones}.
   nlohmann::json Stats() const;
   uint64_t passthrough_opens() const { return opens_.load(); }
 
@@ -110,6 +117,7 @@ class PassthroughNodes {
     int32_t backing_id = 0;
     int opening = 0;         // opens making a lease, outside the lock
     bool inherited = false;  // never closed: the predecessor's opens are unknown
+    bool idle = false;       // no open, lease kept: on idle_ (or just displaced)
     std::unique_ptr<WholeFileLease> lease;
   };
   struct Shard {
@@ -122,9 +130,21 @@ class PassthroughNodes {
   void CountFallback(const std::string& reason);
   // REQUIRES: the node's shard lock; the node has a backing id. Another open
   // of it.
-  Grant ShareLocked(NodeState& n);
+  Grant ShareLocked(uint64_t node, NodeState& n);
+  // REQUIRES: s.mu held; it has a lease. Closes its backing file, drops the
+  // lease, and the node's entry if nothing else is left of it.
+  void CloseLocked(Shard& s, std::unordered_map<uint64_t, NodeState>::iterator it);
+  // Closes node if it is still idle (it was displaced from idle_).
+  void CloseIfIdle(uint64_t node);
 
   const Hooks hooks_;
+  const size_t linger_files_;
+  const uint64_t linger_bytes_;
+  // Lock order: a shard's mu, then idle_mu_.
+  mutable std::mutex idle_mu_;
+  // Idle nodes and their leases' bytes, oldest first.
+  std::deque<std::pair<uint64_t, uint64_t>> idle_;  // GUARDED_BY(idle_mu_)
+  uint64_t idle_bytes_ = 0;                         // GUARDED_BY(idle_mu_)
   std::array<Shard, 16> shards_;
   std::atomic<uint64_t> opens_{0};
   std::atomic<uint64_t> bytes_{0};  // the sizes of the files opened so

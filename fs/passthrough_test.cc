@@ -126,10 +126,45 @@ TEST(PassthroughNodes, DisabledCountsEveryOpenUnderItsReason) {
   PassthroughNodes p(k.Hooks());
   p.Disable("off");
   EXPECT_FALSE(p.Open(1, k.Leases(1)).passthrough);
-  p.OpenNormal(2, "virtual");
+  EXPECT_FALSE(p.Open(2, k.Leases(2)).passthrough);
   p.Release(1, false);
   p.Release(2, false);
   EXPECT_EQ(p.Stats()["passthrough_fallbacks"]["off"], 2);
+  EXPECT_TRUE(k.leases.empty());
+}
+
+// Idle nodes keep their backing file for their next open, within bounds;
+// the oldest goes first, and one opened again is not closed under it.
+TEST(PassthroughNodes, IdleNodesKeepTheirBackingFileWithinTheBounds) {
+  FakeKernel k;
+  PassthroughNodes p(k.Hooks(), /*linger_files=*/2, /*linger_bytes=*/3 * 3000);
+  const int32_t id1 = p.Open(1, k.Leases(1)).backing_id;
+  p.Release(1, true);
+  EXPECT_EQ(k.backing.size(), 1u) << "closed although it may linger";
+  EXPECT_EQ(p.Stats()["passthrough_idle"], 1);
+  // Opened again: the same id, no new lease asked for.
+  auto again = p.Open(1, FakeKernel::Refused("must not be asked"));
+  EXPECT_TRUE(again.passthrough);
+  EXPECT_EQ(again.backing_id, id1);
+  EXPECT_EQ(p.Stats()["passthrough_idle"], 0);
+  p.Release(1, true);
+  p.Open(2, k.Leases(2));
+  p.Release(2, true);
+  p.Open(3, k.Leases(3));
+  p.Release(3, true);  // three idle: node 1, the oldest, goes
+  EXPECT_EQ(k.backing.size(), 2u);
+  EXPECT_EQ(k.backing.count(id1), 0u);
+  EXPECT_EQ(k.leases.count(1), 0u) << "a displaced node kept its pins";
+  EXPECT_FALSE(p.Open(1, FakeKernel::Refused("not_cached")).passthrough);
+  p.Release(1, false);
+  // A file larger than the bytes allowed never lingers.
+  PassthroughNodes small(k.Hooks(), 2, 1000);
+  small.Open(9, k.Leases(9));
+  small.Release(9, true);
+  EXPECT_EQ(k.leases.count(9), 0u);
+  p.Clear();
+  EXPECT_TRUE(k.leases.empty());
+  EXPECT_TRUE(k.backing.empty());
 }
 
 TEST(PassthroughNodes, InheritedNodesKeepTheirIdForEverAndRestoredOnesStayNormal) {
