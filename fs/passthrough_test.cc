@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -207,6 +208,54 @@ TEST(PassthroughNodes, ConcurrentOpensOfOneNodeShareOneId) {
   }
   for (auto& t : threads) t.join();
   EXPECT_TRUE(k.backing.empty());
+}
+
+// Many nodes, few idle places: opens, releases and displacements race; the
+// kernel never sees an id closed under an open, nor one left behind.
+TEST(PassthroughNodes, ConcurrentOpensAndDisplacementsOfIdleNodes) {
+  std::mutex mu;
+  std::map<int32_t, int> open_ids;  // id -> opens the "kernel" holds on it
+  int32_t next = 1;
+  PassthroughNodes::Hooks hooks{[&](int) -> Result<int32_t> {
+                                  std::lock_guard<std::mutex> l(mu);
+                                  open_ids[next] = 0;
+                                  return next++;
+                                },
+                                [&](int32_t id) {
+                                  std::lock_guard<std::mutex> l(mu);
+                                  auto it = open_ids.find(id);
+                                  ASSERT_NE(it, open_ids.end()) << "closed twice: " << id;
+                                  EXPECT_EQ(it->second, 0) << "closed under an open: " << id;
+                                  open_ids.erase(it);
+                                },
+                                nullptr};
+  PassthroughNodes p(hooks, /*linger_files=*/2, /*linger_bytes=*/1 << 20);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        const uint64_t node = 1 + (t * 7 + i) % 5;
+        auto g = p.Open(node, [](std::string*) -> Result<std::unique_ptr<WholeFileLease>> {
+          return std::unique_ptr<WholeFileLease>(new FakeLease(nullptr, 5));
+        });
+        ASSERT_TRUE(g.passthrough);
+        {
+          std::lock_guard<std::mutex> l(mu);
+          ASSERT_EQ(open_ids.count(g.backing_id), 1u) << "an open got a closed id";
+          open_ids[g.backing_id]++;
+        }
+        {
+          std::lock_guard<std::mutex> l(mu);
+          open_ids[g.backing_id]--;
+        }
+        p.Release(node, true);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LE(open_ids.size(), 2u) << "more idle backing files than allowed";
+  p.Clear();
+  EXPECT_TRUE(open_ids.empty());
 }
 
 TEST(PassthroughNodesDeathTest, MoreReleasesThanOpensAbort) {
