@@ -156,9 +156,9 @@ PassthroughNodes::Grant CountOpen(FsContext& fs, fuse_ino_t ino, FileHandle& h) 
   return grant;
 }
 
-void ReleaseFile(FsContext& fs, FileHandle* h) {
+// The kernel is done with an open of ours: the node's passthrough count.
+void UncountOpen(FsContext& fs, FileHandle* h) {
   if (h->counted) fs.passthrough->Release(h->node, h->passthrough);
-  fs.files.Release(h);
 }
 
 }  // namespace
@@ -188,7 +188,10 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
             ? reply.OpenPassthrough(fi->fh, fuse_ext::kOpenPassthrough | fuse_ext::kOpenNoFlush,
                                     grant.backing_id)
             : reply.Open(*fi);
-    if (!sent) ReleaseFile(fs, raw);  // no release will come
+    if (!sent) {  // no release will come
+      UncountOpen(fs, raw);
+      fs.files.Release(raw);
+    }
   });
 }
 
@@ -292,9 +295,8 @@ void Release(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   Reply reply(req, "release");
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
-    ReleaseHandle(fs, fs.files, fs.adopted_files, fi->fh, [&fs](FileHandle* h) {
-      if (h->counted) fs.passthrough->Release(h->node, h->passthrough);
-    });
+    ReleaseHandle(fs, fs.files, fs.adopted_files, fi->fh,
+                  [&fs](FileHandle* h) { UncountOpen(fs, h); });
     reply.Err(0);
   });
 }

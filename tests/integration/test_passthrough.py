@@ -80,12 +80,18 @@ def test_a_cached_file_is_read_by_the_kernel(mounts, origin):
     assert st["passthrough_nodes"] == 1 and st["passthrough_idle"] == 1, st
 
 
-def test_a_remounted_cache_is_verified_at_the_first_open(mounts, origin):
+def cached_and_unmounted(mounts, origin):
+    """A mount whose cache holds all of big, unmounted; and big's bytes."""
     m = mounts.make(origin, args=ARGS)
     passthrough_on(m)
     want = read_whole(origin / "big")
     assert read_whole(m.mnt / "big") == want
     m.unmount()
+    return m, want
+
+
+def test_a_remounted_cache_is_verified_at_the_first_open(mounts, origin):
+    m, want = cached_and_unmounted(mounts, origin)
     lib.drop_caches()
     m.mount()
     assert read_whole(m.mnt / "big") == want
@@ -97,11 +103,7 @@ def test_a_remounted_cache_is_verified_at_the_first_open(mounts, origin):
 
 
 def test_a_corrupt_chunk_found_at_open_is_fetched_again(mounts, origin):
-    m = mounts.make(origin, args=ARGS)
-    passthrough_on(m)
-    want = read_whole(origin / "big")
-    assert read_whole(m.mnt / "big") == want
-    m.unmount()
+    m, want = cached_and_unmounted(mounts, origin)
     [data] = [p for p in lib.cache_data_files(m.cache) if "slab" not in str(p)]
     lib.flip_byte(data, 3 * MIB + 17)
     lib.drop_caches()
