@@ -95,11 +95,11 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
     }
     to_check.push_back({i, (*rec)->xxh3, {}});
   }
+  Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
+  if (!file.ok()) return refuse(LeaseRefusal::kDataFile);
   if (!to_check.empty()) {
     // First open in this process of a file held whole: check it now, as a
     // read would, through the page cache the kernel will read it from.
-    Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
-    if (!file.ok()) return refuse(LeaseRefusal::kDataFile);
     std::vector<char> good = CheckChunks(*v, **file, to_check);
     bool all = true;
     for (size_t i = 0; i < good.size(); ++i) {
@@ -109,8 +109,6 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
     counters_.chunks_verified_at_open += to_check.size();
     if (!all) return refuse(LeaseRefusal::kNotVerified);
   }
-  Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
-  if (!file.ok()) return refuse(LeaseRefusal::kDataFile);
   struct stat st;
   if (fstat((*file)->fd(), &st) != 0 || static_cast<uint64_t>(st.st_size) != v->identity.size) {
     LOG_WARN("data file of '{}' is {} bytes, not the version's {}; not leased", v->path,
