@@ -1,6 +1,9 @@
 #include "fs/control_files.h"
 
+#include <time.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "util/status.h"
 
@@ -55,6 +58,52 @@ std::string ControlFiles::Snapshot(uint64_t id) const {
   nlohmann::json j = stats_ ? stats_() : nlohmann::json::object();
   // Never throw on odd bytes in a path: replace them.
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+ControlFiles::Held ControlFiles::Refresh(uint64_t id) {
+  std::string now = Snapshot(id);
+  std::lock_guard<std::mutex> lock(mu_);
+  Held& held = HeldLocked(id);
+  if (id == kStatsId) {
+    // Spaces before the final newline, to a size that changes seldom: a
+    // read answered from one snapshot while another's size was reported
+    // must not come up short (the kernel would show zeros up to the size).
+    const size_t prev = held.bytes != nullptr ? held.bytes->size() : 0;
+    const size_t want = std::max(prev, (now.size() + 1024 + 4095) / 4096 * 4096);
+    now.insert(now.size() - 1, want - now.size(), ' ');
+  }
+  if (held.bytes != nullptr && now == *held.bytes) return held;
+  // A new mtime for new content, even within the clock's resolution.
+  struct timespec t {};
+  clock_gettime(CLOCK_REALTIME, &t);
+  if (t.tv_sec < held.mtime.tv_sec ||
+      (t.tv_sec == held.mtime.tv_sec && t.tv_nsec <= held.mtime.tv_nsec)) {
+    t = held.mtime;
+    if (++t.tv_nsec == 1000000000) {
+      t.tv_nsec = 0;
+      ++t.tv_sec;
+    }
+  }
+  held.bytes = std::make_shared<const std::string>(std::move(now));
+  held.mtime = t;
+  return held;
+}
+
+ControlFiles::Held ControlFiles::Latest(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Held& held = HeldLocked(id);
+    if (held.bytes != nullptr) return held;
+  }
+  return Refresh(id);
+}
+
+struct stat ControlFiles::AttrOf(uint64_t id, const Held& held) const {
+  struct stat st = Attr(id);
+  st.st_size = static_cast<off_t>(held.bytes->size());
+  st.st_mtim = held.mtime;
+  st.st_ctim = held.mtime;
+  return st;
 }
 
 }  // namespace stoker

@@ -16,6 +16,17 @@
 // report size 0 and are opened direct_io: each open takes one snapshot, and
 // reads are served from it, so a reader sees one consistent document.
 //
+// With --opens kernel no open reaches the daemon (FUSE no_open), so there is
+// no open to take a snapshot at and the kernel caches what it reads. Then
+// each getattr (their attributes never stay valid) calls Refresh, which
+// takes a new snapshot only when the content changed and reports it with its
+// own size and mtime (the kernel drops its pages when the mtime changes);
+// reads serve the latest snapshot. stats.json is padded with spaces (before
+// its final newline) to a multiple of 4 KiB that only grows: a reader's next
+// read() past the end finds the end rather than the tail of a newer, longer
+// document, and a read answered from one snapshot while another's size was
+// reported never comes up short.
+//
 // Thread-safety: all methods are thread-safe; the stats source is called
 // without locks held and must itself be thread-safe.
 #pragma once
@@ -25,6 +36,8 @@
 #include <cstdint>
 #include <ctime>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -62,12 +75,30 @@ class ControlFiles {
   // The content of a virtual file as of now. REQUIRES: IsVirtual(id), !IsDir(id).
   std::string Snapshot(uint64_t id) const;
 
+  // For --opens kernel (see above). REQUIRES: IsVirtual(id), !IsDir(id).
+  struct Held {
+    std::shared_ptr<const std::string> bytes;
+    struct timespec mtime {};
+  };
+  // A snapshot of now, or the latest if its content is the same.
+  Held Refresh(uint64_t id);
+  // The latest snapshot (taken now if there is none).
+  Held Latest(uint64_t id);
+  // Attr(id) with held's size and mtime.
+  struct stat AttrOf(uint64_t id, const Held& held) const;
+
  private:
   StatsSource stats_;
   ErrorsSource errors_;
   const time_t created_;
   const uid_t uid_;
   const gid_t gid_;
+
+  // REQUIRES: mu_ held.
+  Held& HeldLocked(uint64_t id) { return id == kStatsId ? held_stats_ : held_errors_; }
+  std::mutex mu_;
+  Held held_stats_;   // GUARDED_BY(mu_)
+  Held held_errors_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace stoker

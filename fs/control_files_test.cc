@@ -46,5 +46,40 @@ TEST(ControlFilesTest, VirtualIdRange) {
   EXPECT_FALSE(ControlFiles::IsVirtual(ControlFiles::kFirstDynamicId));
 }
 
+TEST(ControlFilesTest, HeldSnapshotsChangeOnlyWithTheContent) {
+  int value = 1;
+  ControlFiles c([&] { return nlohmann::json{{"bytes_read", value}}; });
+  ControlFiles::Held a = c.Refresh(ControlFiles::kStatsId);
+  ControlFiles::Held b = c.Refresh(ControlFiles::kStatsId);
+  EXPECT_EQ(a.bytes, b.bytes) << "same content: same snapshot, same mtime";
+  EXPECT_EQ(c.Latest(ControlFiles::kStatsId).bytes, a.bytes);
+  value = 22222;
+  ControlFiles::Held d = c.Refresh(ControlFiles::kStatsId);
+  EXPECT_NE(d.bytes, a.bytes);
+  EXPECT_TRUE(d.mtime.tv_sec > a.mtime.tv_sec ||
+              (d.mtime.tv_sec == a.mtime.tv_sec && d.mtime.tv_nsec > a.mtime.tv_nsec))
+      << "new content shows as a later mtime";
+  EXPECT_EQ(nlohmann::json::parse(*d.bytes)["bytes_read"], 22222);
+  struct stat st = c.AttrOf(ControlFiles::kStatsId, d);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), d.bytes->size());
+}
+
+TEST(ControlFilesTest, HeldStatsKeepTheirSizeAndEndInANewline) {
+  std::string pad = "x";
+  ControlFiles c([&] { return nlohmann::json{{"p", pad}}; });
+  ControlFiles::Held a = c.Refresh(ControlFiles::kStatsId);
+  ASSERT_EQ(a.bytes->size() % 4096, 0u);
+  EXPECT_EQ(a.bytes->back(), '\n');
+  EXPECT_EQ(nlohmann::json::parse(*a.bytes)["p"], "x") << "the padding is JSON whitespace";
+  pad = std::string(6000, 'y');  // outgrows it
+  ControlFiles::Held b = c.Refresh(ControlFiles::kStatsId);
+  EXPECT_GT(b.bytes->size(), a.bytes->size());
+  EXPECT_EQ(b.bytes->size() % 4096, 0u);
+  pad = "z";  // shrinks back: the size stays
+  ControlFiles::Held d = c.Refresh(ControlFiles::kStatsId);
+  EXPECT_EQ(d.bytes->size(), b.bytes->size());
+  EXPECT_EQ(nlohmann::json::parse(*d.bytes)["p"], "z");
+}
+
 }  // namespace
 }  // namespace stoker

@@ -83,12 +83,13 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
           ep.attr_timeout = ep.entry_timeout = fs.timeout;
           if (h->is_virtual) {
             ep.ino = *fs.control->Lookup(h->dir_id, e.name);
+            ep.attr_timeout = AttrTimeoutOf(fs, ep.ino);
           } else if (!e.attrs_complete) {
             // No node id: the kernel keeps only the name and looks the
             // entry up (which computes its size) when it is stat'ed.
             ep.attr_timeout = ep.entry_timeout = 0;
           } else {
-            Result<uint64_t> id = fs.inodes.Lookup(h->dir_id, e.name, e.st);
+            Result<uint64_t> id = NodeOf(fs, h->dir_id, e.name, e.st);
             if (!id.ok()) {
               if (used == 0) reply.Err(ErrnoFor(id.status()));
               break;

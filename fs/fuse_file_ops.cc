@@ -109,6 +109,7 @@ Result<std::unique_ptr<FileHandle>> OpenNode(FsContext& fs, fuse_ino_t ino, bool
     return Status::Error(ESTALE, "the node's version changed");
   }
   h->file = std::move(opened.file);
+  h->version_st = opened.st;
   if (fs.origin->IsDerived(path)) h->derived_path = path;
   *keep_cache = opened.keep_cache;
   // Attributes and other opens' pages of this inode are stale. Not from
@@ -167,6 +168,14 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Reply reply(req, "open");
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
+    fs.fuse_opens++;
+    if (fs.kernel_opens) {
+      // The kernel opens every file of this connection by itself from now
+      // on (fs/node_files.h); this open goes on as such an open. Writes
+      // are refused by the read-only mount before they get here.
+      reply.Err(ENOSYS);
+      return;
+    }
     if (WantsWrite(fi->flags)) {
       reply.Err(EROFS);
       return;
@@ -195,99 +204,141 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
+namespace {
+
+// Answers a read of h.
+void ServeRead(FsContext& fs, Reply& reply, const FileHandle* h, size_t size, off_t off) {
+  if (off < 0) {
+    reply.Err(EINVAL);
+    return;
+  }
+  if (h->is_virtual) {
+    std::shared_ptr<const std::string> content = h->content;
+    const size_t start = std::min(content->size(), static_cast<size_t>(off));
+    const size_t n = std::min(size, content->size() - start);
+    reply.Buf(content->data() + start, n);
+    return;
+  }
+  if (!h->derived_path.empty()) {
+    // A decoded view's bytes that did not decode are zeros in the cache.
+    Status ok = fs.origin->CheckRead(h->derived_path, static_cast<uint64_t>(off), size);
+    if (!ok.ok()) {
+      reply.Err(ErrnoFor(ok));
+      return;
+    }
+  }
+  // Until the reply is sent: a change found by an open meanwhile waits for
+  // it, so this version's bytes never land beside the next one's.
+  std::shared_lock<std::shared_mutex> serving = fs.cache->HoldServe(*h->file);
+  ReadReply data;
+  Status st = fs.cache->Read(*h->file, static_cast<uint64_t>(off), size, &data);
+  if (st.ok() && !h->derived_path.empty()) {
+    // Again: this very read may have found (and zeroed) a record that
+    // does not decode.
+    st = fs.origin->CheckRead(h->derived_path, static_cast<uint64_t>(off), size);
+  }
+  if (!st.ok()) {
+    reply.Err(ErrnoFor(st));
+    return;
+  }
+  const std::vector<ReadSegment>& segs = data.segments();
+  if (segs.empty()) {
+    reply.Buf(nullptr, 0);  // at or past the end of the file
+    return;
+  }
+  // A segment with neither a descriptor nor memory would be sent as bytes
+  // from address 0 (EFAULT) or from whatever it points at: never reply
+  // with it. It means the cache broke its contract; say so loudly.
+  for (const ReadSegment& s : segs) {
+    if (s.len > 0 && s.fd < 0 && s.mem == nullptr) {
+      LOG_ERROR("cache returned an empty read segment (off {}, len {}, {} segments); EIO", off,
+                s.len, segs.size());
+      fs.cache->counters().errors++;
+      reply.Err(EIO);
+      return;
+    }
+  }
+  size_t total = 0;
+  bool has_fd = false;
+  for (const ReadSegment& s : segs) {
+    total += s.len;
+    has_fd = has_fd || s.fd >= 0;
+  }
+  if (has_fd && fs.splice_write && !FitsSplicePipe(total, segs.size())) {
+    const char* gathered = Gather(segs, total);
+    if (gathered == nullptr) {
+      LOG_ERROR("cache data file gave short data (off {}, len {}); EIO", off, total);
+      fs.cache->counters().errors++;
+      reply.Err(EIO);
+      return;
+    }
+    reply.Buf(gathered, total);
+    return;
+  }
+  BufVec v(segs.size());
+  for (size_t i = 0; i < segs.size(); ++i) {
+    fuse_buf& b = v.bufv->buf[i];
+    b = fuse_buf{};
+    b.size = segs[i].len;
+    if (segs[i].fd >= 0) {
+      b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+      b.fd = segs[i].fd;
+      b.pos = segs[i].off;
+    } else {
+      b.mem = const_cast<char*>(segs[i].mem);
+    }
+  }
+  reply.Data(v.bufv);
+  // `data` (and the pins it holds) goes only now, after the splice; it
+  // stores what this read fetched, once the reader has its bytes.
+}
+
+// With --opens kernel: node ino's handle (fs/node_files.h); for a control
+// file, its latest snapshot (fs/control_files.h).
+Result<std::shared_ptr<FileHandle>> NodeHandleOf(FsContext& fs, fuse_ino_t ino) {
+  if (ControlFiles::IsVirtual(ino)) {
+    if (fs.control->IsDir(ino)) return Status::Error(EISDIR, "is a directory");
+    auto h = std::make_shared<FileHandle>();
+    h->is_virtual = true;
+    h->content = fs.control->Latest(ino).bytes;
+    return h;
+  }
+  return fs.node_files.Get(ino, [&]() -> Result<std::shared_ptr<FileHandle>> {
+    bool keep_cache = false;
+    Result<std::unique_ptr<FileHandle>> h = OpenNode(fs, ino, &keep_cache);
+    if (!h.ok()) {
+      if (h.status().code() == ESTALE) {
+        LOG_WARN("node {}: the version its pages came from is gone; EIO", ino);
+        return Status::Error(EIO, "the version the node served is gone");
+      }
+      return h.status();
+    }
+    return std::shared_ptr<FileHandle>(std::move(h).value());
+  });
+}
+
+}  // namespace
+
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Reply reply(req, "read");
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
+    if (fs.kernel_opens && fi->fh == 0) {
+      Result<std::shared_ptr<FileHandle>> h = NodeHandleOf(fs, ino);
+      if (!h.ok()) {
+        reply.Err(ErrnoFor(h.status()));
+        return;
+      }
+      ServeRead(fs, reply, h->get(), size, off);
+      return;
+    }
     Result<FileHandle*> handle = FileOf(fs, ino, fi->fh);
     if (!handle.ok()) {
       reply.Err(ErrnoFor(handle.status()));
       return;
     }
     HandleSet<FileHandle>::Use h(*handle);
-    if (off < 0) {
-      reply.Err(EINVAL);
-      return;
-    }
-    if (h->is_virtual) {
-      std::shared_ptr<const std::string> content = h->content;
-      const size_t start = std::min(content->size(), static_cast<size_t>(off));
-      const size_t n = std::min(size, content->size() - start);
-      reply.Buf(content->data() + start, n);
-      return;
-    }
-    if (!h->derived_path.empty()) {
-      // A decoded view's bytes that did not decode are zeros in the cache.
-      Status ok = fs.origin->CheckRead(h->derived_path, static_cast<uint64_t>(off), size);
-      if (!ok.ok()) {
-        reply.Err(ErrnoFor(ok));
-        return;
-      }
-    }
-    // Until the reply is sent: a change found by an open meanwhile waits for
-    // it, so this version's bytes never land beside the next one's.
-    std::shared_lock<std::shared_mutex> serving = fs.cache->HoldServe(*h->file);
-    ReadReply data;
-    Status st = fs.cache->Read(*h->file, static_cast<uint64_t>(off), size, &data);
-    if (st.ok() && !h->derived_path.empty()) {
-      // Again: this very read may have found (and zeroed) a record that
-      // does not decode.
-      st = fs.origin->CheckRead(h->derived_path, static_cast<uint64_t>(off), size);
-    }
-    if (!st.ok()) {
-      reply.Err(ErrnoFor(st));
-      return;
-    }
-    const std::vector<ReadSegment>& segs = data.segments();
-    if (segs.empty()) {
-      reply.Buf(nullptr, 0);  // at or past the end of the file
-      return;
-    }
-    // A segment with neither a descriptor nor memory would be sent as bytes
-    // from address 0 (EFAULT) or from whatever it points at: never reply
-    // with it. It means the cache broke its contract; say so loudly.
-    for (const ReadSegment& s : segs) {
-      if (s.len > 0 && s.fd < 0 && s.mem == nullptr) {
-        LOG_ERROR("cache returned an empty read segment (off {}, len {}, {} segments); EIO", off,
-                  s.len, segs.size());
-        fs.cache->counters().errors++;
-        reply.Err(EIO);
-        return;
-      }
-    }
-    size_t total = 0;
-    bool has_fd = false;
-    for (const ReadSegment& s : segs) {
-      total += s.len;
-      has_fd = has_fd || s.fd >= 0;
-    }
-    if (has_fd && fs.splice_write && !FitsSplicePipe(total, segs.size())) {
-      const char* gathered = Gather(segs, total);
-      if (gathered == nullptr) {
-        LOG_ERROR("cache data file gave short data (off {}, len {}); EIO", off, total);
-        fs.cache->counters().errors++;
-        reply.Err(EIO);
-        return;
-      }
-      reply.Buf(gathered, total);
-      return;
-    }
-    BufVec v(segs.size());
-    for (size_t i = 0; i < segs.size(); ++i) {
-      fuse_buf& b = v.bufv->buf[i];
-      b = fuse_buf{};
-      b.size = segs[i].len;
-      if (segs[i].fd >= 0) {
-        b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-        b.fd = segs[i].fd;
-        b.pos = segs[i].off;
-      } else {
-        b.mem = const_cast<char*>(segs[i].mem);
-      }
-    }
-    reply.Data(v.bufv);
-    // `data` (and the pins it holds) goes only now, after the splice; it
-    // stores what this read fetched, once the reader has its bytes.
+    ServeRead(fs, reply, h.operator->(), size, off);
   });
 }
 

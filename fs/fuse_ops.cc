@@ -35,6 +35,11 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // changed). Auto-invalidation would add a GETATTR per read() once the
   // attribute timeout has passed, and with --revalidate 0 on every read.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  // With --opens kernel there is no open to say keep_cache at, and a
+  // control file's new content shows as a new mtime (fs/control_files.h).
+  if (fs->kernel_opens && (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)) {
+    conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+  }
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   // Every listing is a READDIRPLUS. With the kernel's "auto" mode only the
@@ -52,9 +57,33 @@ void Init(void* userdata, fuse_conn_info* conn) {
   conn->max_background = kMaxBackground;
   conn->congestion_threshold = kMaxBackground * 3 / 4;
   fs->splice_write = (conn->want & FUSE_CAP_SPLICE_WRITE) != 0;
-  LOG_INFO("FUSE protocol {}.{}, splice_write={}, readdirplus={}, max_read={}", conn->proto_major,
-           conn->proto_minor, fs->splice_write.load(), (conn->want & FUSE_CAP_READDIRPLUS) != 0,
-           conn->max_read);
+  LOG_INFO("FUSE protocol {}.{}, splice_write={}, readdirplus={}, max_read={}, opens={}",
+           conn->proto_major, conn->proto_minor, fs->splice_write.load(),
+           (conn->want & FUSE_CAP_READDIRPLUS) != 0, conn->max_read,
+           fs->kernel_opens ? "kernel" : "daemon");
+}
+
+// A control file's attributes; with --opens kernel, those of its latest
+// content (fs/control_files.h).
+struct stat ControlAttr(FsContext& fs, uint64_t id) {
+  if (!fs.kernel_opens || fs.control->IsDir(id)) return fs.control->Attr(id);
+  return fs.control->AttrOf(id, fs.control->Refresh(id));
+}
+
+// Whether a and b describe one version of a file, as far as the attributes
+// tell: size, mtime and ctime (which carries a remote object's ETag; a local
+// file's also moves on chmod or link, which costs only a new node).
+bool SameVersion(const struct stat& a, const struct stat& b) {
+  return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
+         a.st_mtim.tv_nsec == b.st_mtim.tv_nsec && a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
+         a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
+void Retire(FsContext& fs, uint64_t id) {
+  if (fs.inodes.Retire(id).ok()) {
+    fs.nodes_retired++;
+    LOG_DEBUG("node {}: the origin's file changed since it was read; retired", id);
+  }
 }
 
 fuse_entry_param EntryFor(uint64_t id, const struct stat& st, double timeout) {
@@ -72,7 +101,9 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     FsContext& fs = Ctx(req);
     const std::string_view n(name);
     if (auto id = fs.control->Lookup(parent, n)) {
-      reply.Entry(EntryFor(*id, fs.control->Attr(*id), fs.timeout));
+      fuse_entry_param e = EntryFor(*id, ControlAttr(fs, *id), fs.timeout);
+      e.attr_timeout = AttrTimeoutOf(fs, *id);
+      reply.Entry(e);
       return;
     }
     if (ControlFiles::IsVirtual(parent) || !IsValidComponent(n)) {
@@ -94,7 +125,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       }
       return;
     }
-    Result<uint64_t> id = fs.inodes.Lookup(parent, n, *st);
+    Result<uint64_t> id = NodeOf(fs, parent, n, *st);
     if (!id.ok()) {
       reply.Err(ErrnoFor(id.status()));
       return;
@@ -106,6 +137,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void ForgetOne(FsContext& fs, fuse_ino_t ino, uint64_t nlookup) {
   if (ControlFiles::IsVirtual(ino)) return;
   fs.inodes.Forget(ino, nlookup);
+  if (fs.kernel_opens && fs.inodes.LookupCount(ino) == 0) fs.node_files.Drop(ino);
 }
 
 // When the kernel has forgotten most of the nodes it held (memory pressure,
@@ -146,7 +178,7 @@ void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
     if (ControlFiles::IsVirtual(ino)) {
-      reply.Attr(fs.control->Attr(ino), fs.timeout);
+      reply.Attr(ControlAttr(fs, ino), AttrTimeoutOf(fs, ino));
       return;
     }
     Result<std::string> path = fs.inodes.Path(ino);
@@ -158,6 +190,17 @@ void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
     if (!st.ok()) {
       reply.Err(ErrnoFor(st.status()));
       return;
+    }
+    if (fs.kernel_opens) {
+      // A node keeps the attributes of the version its pages came from; a
+      // change retires it (see NodeOf), for the next lookup to see.
+      if (std::shared_ptr<FileHandle> h = fs.node_files.Find(ino)) {
+        if (!SameVersion(h->version_st, *st)) {
+          Retire(fs, ino);
+          reply.Attr(h->version_st, fs.timeout);
+          return;
+        }
+      }
     }
     reply.Attr(*st, fs.timeout);
   });
@@ -294,6 +337,18 @@ fuse_lowlevel_ops MakeOps() {
 }
 
 }  // namespace
+
+Result<uint64_t> NodeOf(FsContext& fs, uint64_t parent, std::string_view name,
+                        const struct stat& st) {
+  Result<uint64_t> id = fs.inodes.Lookup(parent, name, st);
+  if (!id.ok() || !fs.kernel_opens || !S_ISREG(st.st_mode)) return id;
+  std::shared_ptr<FileHandle> h = fs.node_files.Find(*id);
+  if (h == nullptr || SameVersion(h->version_st, st)) return id;
+  // Its open files keep reading the version they began with.
+  Retire(fs, *id);
+  fs.inodes.Forget(*id, 1);
+  return fs.inodes.Lookup(parent, name, st);
+}
 
 Result<struct stat> AttrOf(FsContext& fs, const std::string& path) {
   // While the origin backs off, a cached file is not asked about: each

@@ -54,6 +54,7 @@
 #include "fs/handle_set.h"
 #include "fs/inode_table.h"
 #include "fs/inval_notifier.h"
+#include "fs/node_files.h"
 #include "fs/passthrough.h"
 
 namespace stoker {
@@ -70,6 +71,8 @@ struct FileHandle : CountedHandle {
   uint64_t node = 0;
   bool counted = false;
   bool passthrough = false;  // the kernel reads it; no READ comes here
+  // The attributes of the version opened (origin files).
+  struct stat version_st {};
 };
 
 struct DirHandle : CountedHandle {
@@ -93,6 +96,16 @@ struct FsContext {
   // Which opens the kernel reads directly (fs/passthrough.h). Set before
   // the session loop starts; null: none, and nothing counted.
   PassthroughNodes* passthrough = nullptr;
+  // --opens kernel: the kernel opens files without asking us, and reads use
+  // node_files (fs/node_files.h). Set before the session loop starts.
+  bool kernel_opens = false;
+  static constexpr size_t kMaxNodeFiles = 16384;
+  NodeFiles<FileHandle> node_files{kMaxNodeFiles};
+  // OPEN requests received (with kernel_opens: the one answered ENOSYS).
+  std::atomic<uint64_t> fuse_opens{0};
+  // Nodes given up because the origin's file changed under them while the
+  // kernel opened them by itself (see Lookup).
+  std::atomic<uint64_t> nodes_retired{0};
 
   InodeTable inodes{ControlFiles::kFirstDynamicId};
   HandleSet<FileHandle> files;

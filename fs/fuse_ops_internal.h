@@ -62,6 +62,18 @@ void ReleaseHandle(
 // reachable by lookup).
 Result<struct stat> AttrOf(FsContext& fs, const std::string& path);
 
+// InodeTable::Lookup, and with --opens kernel (fs/node_files.h) also the
+// check an open would make: a node read from another version of the file
+// than st describes is retired, and a new node is returned.
+Result<uint64_t> NodeOf(FsContext& fs, uint64_t parent, std::string_view name,
+                        const struct stat& st);
+
+// The attribute timeout of node id: 0 for a control file with --opens
+// kernel (each read() then asks for its attributes: fs/control_files.h).
+inline double AttrTimeoutOf(const FsContext& fs, uint64_t id) {
+  return fs.kernel_opens && ControlFiles::IsVirtual(id) && !fs.control->IsDir(id) ? 0 : fs.timeout;
+}
+
 // Directories (fuse_dir_ops.cc).
 void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
 void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);

@@ -119,6 +119,14 @@ Result<bool> InodeTable::BindVersion(uint64_t id, uint64_t tag) {
   return false;
 }
 
+Status InodeTable::Retire(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return Status::Error(ESTALE, "unknown node " + std::to_string(id));
+  UnkeyLocked(id, it->second);
+  return Status::OK();
+}
+
 void InodeTable::UnkeyLocked(uint64_t id, Node& node) {
   if (!node.keyed) return;
   auto kit = by_origin_.find(node.key);

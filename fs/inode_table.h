@@ -87,6 +87,10 @@ class InodeTable {
   // one: id is then retired as described above. ESTALE if id is not live.
   Result<bool> BindVersion(uint64_t id, uint64_t tag);
 
+  // Unkeys id as BindVersion does when it finds another version: the next
+  // lookup of its name gets a new node. ESTALE if id is not live.
+  Status Retire(uint64_t id);
+
   struct NodeInfo {
     std::string path;  // origin path, "" for the root
     uint64_t origin_ino = 0;

@@ -170,6 +170,18 @@ TEST(InodeTableTest, ANodeServesOneVersionAndIsRetiredByAnother) {
   EXPECT_EQ(t.BindVersion(f, 0xA).status().code(), ESTALE);
 }
 
+TEST(InodeTableTest, ARetiredNodeIsNotFoundByItsNameAgain) {
+  InodeTable t(kFirst);
+  uint64_t f = *t.Lookup(InodeTable::kRootId, "f", Attr(100));
+  ASSERT_TRUE(t.Retire(f).ok());
+  uint64_t g = *t.Lookup(InodeTable::kRootId, "f", Attr(100));
+  EXPECT_NE(g, f);
+  EXPECT_EQ(*t.Path(f), "f") << "what the kernel still reads through it keeps its path";
+  t.Forget(f, 1);
+  EXPECT_EQ(t.Retire(f).code(), ESTALE);
+  EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "f", Attr(100)), g);
+}
+
 TEST(InodeTableTest, HardLinksOfOneVersionShareTheirNode) {
   InodeTable t(kFirst);
   uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100, S_IFREG, 7, 2));

@@ -281,6 +281,12 @@ std::string PassthroughRefusal(const MountOptions& options, int fuse_fd) {
   return why;
 }
 
+// The passthrough asked for, as far as the open mode allows it: a kernel
+// that opens files by itself sends no OPEN to answer with a backing file.
+PassthroughMode PassthroughOf(const MountOptions& options) {
+  return options.kernel_opens ? PassthroughMode::kOff : options.passthrough;
+}
+
 // Everything after fuse_session_new succeeded. Returns the loop's status.
 Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_session* se,
              EarlyMount* early, FsContext& fs, ObjectCache& cache, ReadyLine& ready,
@@ -291,10 +297,10 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
 
   const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
   if (restart != nullptr) {
-    STOKER_RETURN_IF_ERROR(TakeOverSession(se, *restart, options.passthrough));
+    STOKER_RETURN_IF_ERROR(TakeOverSession(se, *restart, PassthroughOf(options)));
   } else {
     STOKER_ASSIGN_OR_RETURN(int fd, early->TakeDevice());
-    if (Status st = ServeDevice(se, fd, options.passthrough); !st.ok()) {
+    if (Status st = ServeDevice(se, fd, PassthroughOf(options)); !st.ok()) {
       close(fd);
       return Status::Error(EIO,
                            "could not serve the mount at '" + mountpoint + "': " + st.message());
@@ -344,7 +350,7 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
     }
     dev = d;
     // INIT is done: whether the kernel lets us hand it backing files.
-    if (options.passthrough != PassthroughMode::kOff) {
+    if (PassthroughOf(options) != PassthroughMode::kOff) {
       const std::string why = PassthroughRefusal(options, fuse_session_fd(se));
       if (!why.empty() && options.passthrough == PassthroughMode::kOn) {
         passthrough_failed =
@@ -475,6 +481,10 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
     }
     if (fs_ptr != nullptr) {
       if (fs_ptr->passthrough != nullptr) j.update(fs_ptr->passthrough->Stats());
+      j["opens"] = fs_ptr->kernel_opens ? "kernel" : "daemon";
+      j["fuse_opens"] = fs_ptr->fuse_opens.load();
+      j["node_files"] = fs_ptr->node_files.size();
+      j["nodes_retired"] = fs_ptr->nodes_retired.load();
       j["open_files"] = fs_ptr->files.size();
       j["open_dirs"] = fs_ptr->dirs.size();
       j["inodes"] = fs_ptr->inodes.size();
@@ -486,6 +496,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
                                         static_cast<double>(options.cache.revalidate_seconds),
                                         MaxReadFrom(options.fuse_options));
   fs_ptr = fs.get();
+  fs->kernel_opens = options.kernel_opens;
   if (Result<struct stat> root = origin->Stat(""); root.ok()) {
     fs->inodes.SetRootOriginIno(root->st_ino);
   }
@@ -518,7 +529,11 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   // never more than a sixteenth of the cache pinned so.
   PassthroughNodes passthrough(std::move(hooks), kIdleBackingFiles,
                                options.cache.capacity_bytes / 16);
-  if (options.passthrough == PassthroughMode::kOff) passthrough.Disable("off");
+  if (options.kernel_opens) {
+    passthrough.Disable("opens_kernel");
+  } else if (options.passthrough == PassthroughMode::kOff) {
+    passthrough.Disable("off");
+  }
   if (restart != nullptr && restart->nodes != nullptr) {
     size_t inherited = 0;
     for (const InodeTable::Saved::OpenedNode& n : restart->nodes->Opened()) {
@@ -549,6 +564,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   // Handles the kernel never released refer to the cache: free them first.
   fs->files.Clear();
   fs->dirs.Clear();
+  fs->node_files.Clear();
   fs_ptr = nullptr;
   cache.reset();  // stops the cache's threads, flushes the index
   if (views.pool) views.pool->Stop();

@@ -41,6 +41,10 @@ struct MountOptions {
   // Default: auto (where the kernel allows it; otherwise every read goes
   // through the daemon, and stats say why).
   PassthroughMode passthrough = PassthroughMode::kAuto;
+  // --opens kernel: the kernel opens files without asking the daemon (FUSE
+  // no_open, fs/node_files.h): no round trip per open, pages kept across
+  // opens, and no passthrough. Default: off (--opens daemon).
+  bool kernel_opens = false;
   // Keep the mount across a crash of the daemon (fs/supervisor.h).
   // Default: off.
   bool supervise = false;

@@ -391,6 +391,15 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   } else {
     return Status::Invalid("--passthrough " + args.passthrough + ": must be auto, on or off");
   }
+  if (args.opens == "kernel") {
+    o.kernel_opens = true;
+    if (o.passthrough == PassthroughMode::kOn) {
+      return Status::Invalid(
+          "--opens kernel leaves no open to pass through: it excludes --passthrough on");
+    }
+  } else if (args.opens != "daemon") {
+    return Status::Invalid("--opens " + args.opens + ": must be daemon or kernel");
+  }
   static const char* kLevels[] = {"error", "warn", "info", "debug"};
   bool level_ok = false;
   for (const char* l : kLevels) level_ok = level_ok || args.log_level == l;
@@ -475,6 +484,11 @@ Subcommand AddMountCommand(CLI::App& root) {
                   "auto, on or off: let the kernel read files held whole in the cache straight "
                   "from the SSD (FUSE passthrough, Linux 6.9+, needs CAP_SYS_ADMIN); on: fail "
                   "the mount if the kernel refuses")
+      ->capture_default_str();
+  app->add_option("--opens", args->opens,
+                  "daemon or kernel: kernel lets the kernel open files without asking the daemon "
+                  "(no round trip per open, so cached small files read at page-cache speed; no "
+                  "passthrough)")
       ->capture_default_str();
   app->add_option("--log-level", args->log_level, "error, warn, info or debug")
       ->capture_default_str();

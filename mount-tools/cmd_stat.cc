@@ -142,6 +142,11 @@ std::string FormatStats(const nlohmann::json& s) {
     }
     rows.emplace_back("passthrough", pt);
   }
+  if (s.value("opens", "") == "kernel") {
+    // docs/opens.md: the kernel opens files by itself.
+    rows.emplace_back("opens", "by the kernel; " + Number(s, "node_files") + " node handles, " +
+                                   Number(s, "nodes_retired") + " nodes retired by a change");
+  }
   if (auto sup = s.find("supervisor"); sup != s.end() && sup->is_object()) {
     rows.emplace_back("supervisor", "pid " + Number(*sup, "pid") + ", daemon pid " +
                                         Number(s, "pid") + ", " + Number(*sup, "restarts") +

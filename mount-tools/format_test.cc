@@ -83,6 +83,10 @@ TEST(FormatStats, PassthroughRowListsFallbacksMostFirst) {
             "on, 900 opens of 3.00 GiB; through the daemon: not_cached 120, slab 40");
   s = {{"passthrough", "off: no_cap_sys_admin"}, {"passthrough_opens", 0}};
   EXPECT_EQ(Row(FormatStats(s), "passthrough"), "off: no_cap_sys_admin, 0 opens");
+  EXPECT_EQ(Row(FormatStats(s), "opens"), "");
+  s = {{"opens", "kernel"}, {"node_files", 120}, {"nodes_retired", 2}};
+  EXPECT_EQ(Row(FormatStats(s), "opens"),
+            "by the kernel; 120 node handles, 2 nodes retired by a change");
 }
 
 TEST(FormatStats, ViewRowsOnlyWithViews) {

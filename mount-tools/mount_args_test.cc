@@ -126,6 +126,18 @@ TEST(ToMountOptions, SizesAndOptions) {
   EXPECT_EQ(o->fuse_options, (std::vector<std::string>{"allow_other", "default_permissions"}));
 }
 
+TEST(ToMountOptions, Opens) {
+  MountArgs a = Args();
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok());
+  EXPECT_FALSE(o->kernel_opens);
+  a.opens = "kernel";
+  o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_TRUE(o->kernel_opens);
+  EXPECT_EQ(o->passthrough, PassthroughMode::kAuto);  // the mount says why it is off
+}
+
 TEST(ToMountOptions, RelativePathsBecomeAbsoluteWithoutResolving) {
   MountArgs a = Args();
   a.origin = "some/origin/";
@@ -192,6 +204,13 @@ TEST(ToMountOptions, RefusesBadArguments) {
       {"negative revalidate", [](MountArgs& a) { a.revalidate = "-5"; }, "--revalidate -5"},
       {"fractional revalidate", [](MountArgs& a) { a.revalidate = "1.5"; }, "--revalidate"},
       {"log level", [](MountArgs& a) { a.log_level = "loud"; }, "--log-level"},
+      {"opens", [](MountArgs& a) { a.opens = "user"; }, "--opens user"},
+      {"kernel opens with passthrough on",
+       [](MountArgs& a) {
+         a.opens = "kernel";
+         a.passthrough = "on";
+       },
+       "--passthrough on"},
       {"empty cache dir", [](MountArgs& a) { a.cache_dir = ""; }, "--cache"},
   };
   for (const auto& c : cases) {

@@ -89,8 +89,13 @@ class MountFactory:
         self.n += 1
         mnt = mnt or (self.base / f"mnt{self.n}")
         cache = cache or (self.base / f"cache{self.n}")
-        m = lib.StokerMount(origin, mnt, cache,
-                            self.DEFAULT_ARGS if args is None else args)
+        args = list(self.DEFAULT_ARGS if args is None else args)
+        # STOKER_TEST_OPENS=kernel runs a suite with the kernel opening
+        # files by itself (fs/node_files.h).
+        opens = os.environ.get("STOKER_TEST_OPENS")
+        if opens and "--opens" not in args:
+            args += ["--opens", opens]
+        m = lib.StokerMount(origin, mnt, cache, args)
         self.made.append(m)
         return m
 

@@ -628,6 +628,54 @@ def fsck(cache, *args, timeout=300):
     return stoker("fsck", cache, *args, timeout=timeout)
 
 
+def readers_across_kill(m, read_one, threads=4, before=50, after=50, check_restarted=None):
+    """Runs `threads` readers, each calling read_one(rng) in a loop (it returns
+    an error string or None), while the supervised daemon of m is killed
+    with -9; returns once the new daemon served `after` more reads (m.pid
+    updated), after check_restarted() if given, with the readers' errors."""
+    stop = threading.Event()
+    errors = []
+    done = [0]
+
+    def reader(seed):
+        rng = seeded(f"readers-across-kill-{seed}")
+        while not stop.is_set():
+            try:
+                err = read_one(rng)
+            except OSError as e:
+                err = f"{e}"
+            if err:
+                errors.append(err)
+                return
+            done[0] += 1
+
+    ts = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(threads)]
+    for t in ts:
+        t.start()
+    try:
+        wait_until(lambda: done[0] > before, 30, what="readers started")
+        old_pid = m.pid
+        os.kill(old_pid, signal.SIGKILL)
+        wait_until(lambda: m.stats().get("pid") not in (None, old_pid), 30, what="a new daemon")
+        m.pid = int(m.stats()["pid"])
+        now = done[0]
+        wait_until(lambda: done[0] > now + after, 30, what="reads after the restart")
+        if check_restarted is not None:
+            check_restarted()
+    finally:
+        stop.set()
+        for t in ts:
+            t.join(30)
+    return errors
+
+
+def unmount_and_fsck(m):
+    """Unmounts m; fsck must find its cache clean."""
+    m.unmount()
+    r = fsck(m.cache)
+    assert r.returncode == 0, describe(r)
+
+
 def seeded(name):
     """A reproducible rng per test name (stable across runs)."""
     return random.Random(zlib.crc32(name.encode()))

@@ -8,7 +8,6 @@ the open falls back to the daemon's reads with the reason counted."""
 import json
 import mmap
 import os
-import signal
 import threading
 import time
 
@@ -34,6 +33,13 @@ def passthrough_on(m):
     if st.get("passthrough") != "on":
         pytest.skip(f"the kernel gives no passthrough here: {st.get('passthrough')}")
     return st
+
+
+def cached_whole(m, chunks=10):
+    """A read's chunks are stored once the reader has its bytes: waits for
+    the cache to hold `chunks` (big's 10) before an open that should pass
+    them through."""
+    lib.wait_until(lambda: m.stats()["chunks"] >= chunks, 30, what="the file cached whole")
 
 
 @pytest.fixture
@@ -86,6 +92,7 @@ def cached_and_unmounted(mounts, origin):
     passthrough_on(m)
     want = read_whole(origin / "big")
     assert read_whole(m.mnt / "big") == want
+    cached_whole(m)
     m.unmount()
     return m, want
 
@@ -134,6 +141,7 @@ def test_opens_that_cannot_be_passed_through_fall_back_with_their_reason(mounts,
         st = m.stats()
         assert st["passthrough_opens"] == 0
         assert fallbacks(st).get("node_open_normally", 0) >= 1
+    cached_whole(m, chunks=11)  # and small's
     assert read_whole(m.mnt / "big") == read_whole(origin / "big")
     assert m.stats()["passthrough_opens"] == 1
 
@@ -159,6 +167,7 @@ def test_passthrough_on_mounts_where_the_kernel_allows_it(mounts, origin):
     m = mounts.make(origin, args=ARGS + ["--passthrough", "on"])
     passthrough_on(m)
     read_whole(m.mnt / "big")
+    cached_whole(m)
     assert read_whole(m.mnt / "big") == read_whole(origin / "big")
     assert m.stats()["passthrough_opens"] == 1
 
@@ -220,6 +229,7 @@ def test_an_origin_change_is_seen_by_the_next_open_never_mixed(mounts, origin):
     passthrough_on(m)
     old = read_whole(origin / "big")
     assert read_whole(m.mnt / "big") == old
+    cached_whole(m)
     f = open(m.mnt / "big", "rb")
     try:
         assert m.stats()["passthrough_opens"] == 1
@@ -243,50 +253,28 @@ def test_kill9_while_passthrough_readers_run(mounts, origin, tmp_path):
     passthrough_on(m)
     want = read_whole(origin / "big")
     assert read_whole(m.mnt / "big") == want
-    stop = threading.Event()
-    errors = []
-    done = [0]
+    cached_whole(m)
+    f = open(m.mnt / "big", "rb")
+    assert m.stats()["passthrough_opens"] >= 1
 
-    def reader(seed):
-        r = lib.seeded(f"pt-kill-{seed}")
-        with open(m.mnt / "big", "rb") as f:
-            while not stop.is_set():
-                off = r.randrange(0, len(want))
-                n = r.randrange(1, MIB)
-                try:
-                    got = os.pread(f.fileno(), n, off)
-                except OSError as e:
-                    errors.append(f"pread: {e}")
-                    return
-                if got != want[off:off + n]:
-                    errors.append(f"wrong bytes at {off}")
-                    return
-                done[0] += 1
+    def read_one(rng):
+        off = rng.randrange(0, len(want))
+        n = rng.randrange(1, MIB)
+        if os.pread(f.fileno(), n, off) != want[off:off + n]:
+            return f"wrong bytes at {off}"
+        return None
 
-    threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(4)]
-    for t in threads:
-        t.start()
-    try:
-        lib.wait_until(lambda: done[0] > 50, 30, what="readers started")
-        assert m.stats()["passthrough_opens"] >= 1
-        old_pid = m.pid
-        os.kill(old_pid, signal.SIGKILL)
-        lib.wait_until(lambda: m.stats().get("pid") not in (None, old_pid), 30,
-                       what="a new daemon")
-        m.pid = int(m.stats()["pid"])
-        before = done[0]
-        lib.wait_until(lambda: done[0] > before + 50, 30, what="reads after the restart")
+    def restarted():
         # New opens of the inherited node share its backing file.
         assert read_whole(m.mnt / "big") == want
         assert m.stats()["passthrough_opens"] >= 1
+
+    try:
+        errors = lib.readers_across_kill(m, read_one, check_restarted=restarted)
     finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
+        f.close()
     assert not errors, errors
-    m.unmount()
-    r = lib.fsck(m.cache)
-    assert r.returncode == 0, lib.describe(r)
+    lib.unmount_and_fsck(m)
 
 
 def _as_nobody(cmd, **kw):
