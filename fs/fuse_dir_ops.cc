@@ -1,6 +1,9 @@
 // Directory operations. A directory handle holds a snapshot of the entries
 // taken at opendir, so readdir offsets (an entry's index + 1) stay stable
-// however the origin changes while the directory is open.
+// however the origin changes while the directory is open. The kernel caches
+// the listings it reads (FOPEN_CACHE_DIR), and keeps them across opendirs
+// within --revalidate while the directory's attributes stay the same
+// (KeepListing); such an opendir lists nothing unless a readdir comes.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -20,27 +23,60 @@ OriginDirEntry DotEntry(const char* name, uint64_t origin_ino) {
   return e;
 }
 
+// Fills h->entries from the origin (or the control files).
+// REQUIRES: h->mu held.
+Status ListLocked(FsContext& fs, DirHandle* h) {
+  const uint64_t ino = h->dir_id;
+  h->listed = true;
+  if (h->is_virtual) {
+    h->entries.push_back(DotEntry(".", fs.control->Attr(ino).st_ino));
+    h->entries.push_back(DotEntry("..", fs.inodes.Info(InodeTable::kRootId)->origin_ino));
+    for (OriginDirEntry& e : fs.control->List(ino)) h->entries.push_back(std::move(e));
+    return Status::OK();
+  }
+  STOKER_ASSIGN_OR_RETURN(InodeTable::NodeInfo info, fs.inodes.Info(ino));
+  h->entries.push_back(DotEntry(".", info.origin_ino));
+  h->entries.push_back(DotEntry("..", info.parent_origin_ino));
+  const bool root = ino == InodeTable::kRootId;
+  return fs.origin->ReadDir(info.path, [&](const OriginDirEntry& e) {
+    // Ours wins over an origin entry of the same name (control_files.h).
+    if (!(root && e.name == ControlFiles::kDirName)) h->entries.push_back(e);
+    return true;
+  });
+}
+
 Result<std::unique_ptr<DirHandle>> Snapshot(FsContext& fs, fuse_ino_t ino) {
   auto h = std::make_unique<DirHandle>();
   h->dir_id = ino;
   if (ControlFiles::IsVirtual(ino)) {
     if (!fs.control->IsDir(ino)) return Status::Error(ENOTDIR, "not a directory");
     h->is_virtual = true;
-    h->entries.push_back(DotEntry(".", fs.control->Attr(ino).st_ino));
-    h->entries.push_back(DotEntry("..", fs.inodes.Info(InodeTable::kRootId)->origin_ino));
-    for (OriginDirEntry& e : fs.control->List(ino)) h->entries.push_back(std::move(e));
-    return h;
   }
-  STOKER_ASSIGN_OR_RETURN(InodeTable::NodeInfo info, fs.inodes.Info(ino));
-  h->entries.push_back(DotEntry(".", info.origin_ino));
-  h->entries.push_back(DotEntry("..", info.parent_origin_ino));
-  const bool root = ino == InodeTable::kRootId;
-  STOKER_RETURN_IF_ERROR(fs.origin->ReadDir(info.path, [&](const OriginDirEntry& e) {
-    // Ours wins over an origin entry of the same name (control_files.h).
-    if (!(root && e.name == ControlFiles::kDirName)) h->entries.push_back(e);
-    return true;
-  }));
+  std::lock_guard<std::mutex> lock(h->mu);
+  STOKER_RETURN_IF_ERROR(ListLocked(fs, h.get()));
   return h;
+}
+
+// Whether the kernel may keep the listing it cached of directory ino (see
+// FsContext::listings); if not, this opendir's snapshot is recorded as the
+// node's listing.
+bool KeepListing(FsContext& fs, fuse_ino_t ino) {
+  if (ControlFiles::IsVirtual(ino) || fs.timeout <= 0) return false;
+  Result<std::string> path = fs.inodes.Path(ino);
+  if (!path.ok()) return false;
+  Result<struct stat> st = AttrOf(fs, *path);
+  if (!st.ok() || !S_ISDIR(st->st_mode)) return false;
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(fs.listings_mu);
+  auto [it, fresh] = fs.listings.try_emplace(ino);
+  FsContext::Listing& l = it->second;
+  if (!fresh && now - l.at < std::chrono::duration<double>(fs.timeout) && SameVersion(l.st, *st)) {
+    fs.listings_kept++;
+    return true;
+  }
+  l.at = now;
+  l.st = *st;
+  return false;
 }
 
 void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
@@ -64,6 +100,14 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
     if (off < 0) {
       reply.Err(EINVAL);
       return;
+    }
+    std::lock_guard<std::mutex> listed(h->mu);
+    if (!h->listed) {
+      // The kernel was told to keep its listing, but has none (any more).
+      if (Status st = ListLocked(fs, *handle); !st.ok()) {
+        reply.Err(ErrnoFor(st));
+        return;
+      }
     }
     std::vector<char> buf(size);
     size_t used = 0;
@@ -127,12 +171,23 @@ void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Reply reply(req, "opendir");
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
-    Result<std::unique_ptr<DirHandle>> h = Snapshot(fs, ino);
-    if (!h.ok()) {
-      reply.Err(ErrnoFor(h.status()));
-      return;
+    std::unique_ptr<DirHandle> h;
+    if (KeepListing(fs, ino)) {
+      h = std::make_unique<DirHandle>();  // listed at the first readdir, if one comes
+      h->dir_id = ino;
+      fi->keep_cache = 1;
+    } else {
+      Result<std::unique_ptr<DirHandle>> made = Snapshot(fs, ino);
+      if (!made.ok()) {
+        reply.Err(ErrnoFor(made.status()));
+        return;
+      }
+      h = std::move(made).value();
     }
-    DirHandle* raw = fs.dirs.Add(std::move(h).value());
+    // The kernel keeps what it reads of an origin directory, for the next
+    // opendir to reuse if KeepListing allows.
+    fi->cache_readdir = h->is_virtual ? 0 : 1;
+    DirHandle* raw = fs.dirs.Add(std::move(h));
     fi->fh = FhOf(fs, raw);
     if (!reply.Open(*fi)) fs.dirs.Release(raw);  // no releasedir will come
   });

@@ -70,15 +70,6 @@ struct stat ControlAttr(FsContext& fs, uint64_t id) {
   return fs.control->AttrOf(id, fs.control->Refresh(id));
 }
 
-// Whether a and b describe one version of a file, as far as the attributes
-// tell: size, mtime and ctime (which carries a remote object's ETag; a local
-// file's also moves on chmod or link, which costs only a new node).
-bool SameVersion(const struct stat& a, const struct stat& b) {
-  return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
-         a.st_mtim.tv_nsec == b.st_mtim.tv_nsec && a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
-         a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
-}
-
 void Retire(FsContext& fs, uint64_t id) {
   if (fs.inodes.Retire(id).ok()) {
     fs.nodes_retired++;
@@ -137,7 +128,10 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void ForgetOne(FsContext& fs, fuse_ino_t ino, uint64_t nlookup) {
   if (ControlFiles::IsVirtual(ino)) return;
   fs.inodes.Forget(ino, nlookup);
-  if (fs.kernel_opens && fs.inodes.LookupCount(ino) == 0) fs.node_files.Drop(ino);
+  if (fs.inodes.LookupCount(ino) != 0) return;
+  if (fs.kernel_opens) fs.node_files.Drop(ino);
+  std::lock_guard<std::mutex> lock(fs.listings_mu);
+  fs.listings.erase(ino);
 }
 
 // When the kernel has forgotten most of the nodes it held (memory pressure,

@@ -39,6 +39,7 @@
 #include <fuse3/fuse_lowlevel.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -78,7 +79,11 @@ struct FileHandle : CountedHandle {
 struct DirHandle : CountedHandle {
   uint64_t dir_id = 0;
   bool is_virtual = false;
-  std::vector<OriginDirEntry> entries;  // "." and ".." first, then the snapshot
+  // Made at opendir, or, for an open that let the kernel keep its cached
+  // listing (see FsContext::listings), at the first readdir, if one comes.
+  std::mutex mu;
+  bool listed = false;                  // GUARDED_BY(mu)
+  std::vector<OriginDirEntry> entries;  // GUARDED_BY(mu): "." and ".." first, then the snapshot
 };
 
 struct FsContext {
@@ -101,6 +106,18 @@ struct FsContext {
   bool kernel_opens = false;
   static constexpr size_t kMaxNodeFiles = 16384;
   NodeFiles<FileHandle> node_files{kMaxNodeFiles};
+  // When each directory node was last listed for the kernel, and what its
+  // attributes were: an opendir within --revalidate of that listing, of a
+  // directory whose attributes did not change, lets the kernel keep the
+  // listing it cached (FOPEN_CACHE_DIR + FOPEN_KEEP_CACHE), and no READDIR
+  // comes. Dropped when the kernel forgets the node.
+  struct Listing {
+    std::chrono::steady_clock::time_point at;
+    struct stat st {};
+  };
+  std::mutex listings_mu;
+  std::unordered_map<uint64_t, Listing> listings;  // GUARDED_BY(listings_mu)
+  std::atomic<uint64_t> listings_kept{0};          // opendirs that let the kernel keep one
   // OPEN requests received (with kernel_opens: the one answered ENOSYS).
   std::atomic<uint64_t> fuse_opens{0};
   // Nodes given up because the origin's file changed under them while the

@@ -62,6 +62,16 @@ void ReleaseHandle(
 // reachable by lookup).
 Result<struct stat> AttrOf(FsContext& fs, const std::string& path);
 
+// Whether a and b describe one version of a file or directory, as far as
+// the attributes tell: size, mtime and ctime (which carries a remote
+// object's ETag; a local file's also moves on chmod or link, which costs
+// only a new node or listing).
+inline bool SameVersion(const struct stat& a, const struct stat& b) {
+  return a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
+         a.st_mtim.tv_nsec == b.st_mtim.tv_nsec && a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
+         a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
 // InodeTable::Lookup, and with --opens kernel (fs/node_files.h) also the
 // check an open would make: a node read from another version of the file
 // than st describes is retired, and a new node is returned.

@@ -485,6 +485,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
       j["fuse_opens"] = fs_ptr->fuse_opens.load();
       j["node_files"] = fs_ptr->node_files.size();
       j["nodes_retired"] = fs_ptr->nodes_retired.load();
+      j["listings_kept"] = fs_ptr->listings_kept.load();
       j["open_files"] = fs_ptr->files.size();
       j["open_dirs"] = fs_ptr->dirs.size();
       j["inodes"] = fs_ptr->inodes.size();

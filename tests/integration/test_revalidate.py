@@ -218,3 +218,31 @@ def test_lookups_within_the_window_are_answered_from_the_cache(mounts, tmp_path)
         os.stat(m3.mnt / "f00")
     assert m3.stats()["attrs_from_cache"] == 0
     m3.unmount()
+
+
+def test_the_kernel_keeps_a_listing_until_the_directory_changes(mounts, tmp_path):
+    """An opendir within --revalidate of the last listing, of a directory
+    whose attributes did not change, lets the kernel keep the listing it
+    cached (listings_kept); an entry added or removed changes the directory's
+    mtime, and the next listing shows it. With --revalidate 0 nothing is kept."""
+    origin = tmp_path / "origin"
+    (origin / "d").mkdir(parents=True)
+    for i in range(300):
+        (origin / "d" / f"f{i:03d}").write_bytes(b"x" * i)
+    want = sorted(os.listdir(origin / "d"))
+    m = mounts.make(origin, args=["--chunk-size", "1M", "--cache-size", "1G", "--revalidate", "3600"])
+    for _ in range(3):
+        assert sorted(os.listdir(m.mnt / "d")) == want
+    assert m.stats()["listings_kept"] >= 2
+    (origin / "d" / "new").write_bytes(b"new")
+    assert sorted(os.listdir(m.mnt / "d")) == sorted(want + ["new"])
+    (origin / "d" / "f000").unlink()
+    (origin / "d" / "f001").rename(origin / "d" / "g001")
+    assert sorted(os.listdir(m.mnt / "d")) == sorted(os.listdir(origin / "d"))
+    # The next daemon has no record of what the kernel listed: it lists again.
+    m.unmount()
+    m = mounts.make(origin, mnt=m.mnt, cache=m.cache,
+                    args=["--chunk-size", "1M", "--cache-size", "1G", "--revalidate", "0"])
+    for _ in range(3):
+        assert sorted(os.listdir(m.mnt / "d")) == sorted(os.listdir(origin / "d"))
+    assert m.stats()["listings_kept"] == 0
