@@ -163,6 +163,7 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   });
   // An exception after lookups were taken: the error reply carried none.
   for (uint64_t id : counted) ctx.inodes.Forget(id, 1);
+  if (plus) MaybeShedNodes(ctx);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <sys/statvfs.h>
 
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <string>
@@ -122,6 +123,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       return;
     }
     if (!reply.Entry(EntryFor(*id, *st, fs.timeout))) fs.inodes.Forget(*id, 1);
+    MaybeShedNodes(fs);
   });
 }
 
@@ -342,6 +344,20 @@ Result<uint64_t> NodeOf(FsContext& fs, uint64_t parent, std::string_view name,
   Retire(fs, *id);
   fs.inodes.Forget(*id, 1);
   return fs.inodes.Lookup(parent, name, st);
+}
+
+void MaybeShedNodes(FsContext& fs) {
+  if (fs.max_nodes == 0 || fs.notifier == nullptr || fs.inodes.size() <= fs.max_nodes) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = fs.last_shed_ns.load(std::memory_order_relaxed);
+  if (now - last < 50'000'000 || !fs.last_shed_ns.compare_exchange_strong(last, now)) return;
+  if (fs.notifier->entries_pending() > 0) return;  // the last ones are still on their way
+  constexpr size_t kBatch = 4096;
+  std::vector<InodeTable::Entry> shed = fs.inodes.Overflow(fs.max_nodes, kBatch);
+  for (InodeTable::Entry& e : shed) fs.notifier->InvalidateEntry(e.parent, std::move(e.name));
+  fs.nodes_shed += shed.size();
 }
 
 Result<struct stat> AttrOf(FsContext& fs, const std::string& path) {

@@ -104,7 +104,7 @@ struct FsContext {
   // --opens kernel: the kernel opens files without asking us, and reads use
   // node_files (fs/node_files.h). Set before the session loop starts.
   bool kernel_opens = false;
-  static constexpr size_t kMaxNodeFiles = 16384;
+  static constexpr size_t kMaxNodeFiles = 4096;
   NodeFiles<FileHandle> node_files{kMaxNodeFiles};
   // When each directory node was last listed for the kernel, and what its
   // attributes were: an opendir within --revalidate of that listing, of a
@@ -118,6 +118,12 @@ struct FsContext {
   std::mutex listings_mu;
   std::unordered_map<uint64_t, Listing> listings;  // GUARDED_BY(listings_mu)
   std::atomic<uint64_t> listings_kept{0};          // opendirs that let the kernel keep one
+  // At most this many nodes held by the kernel (0: no bound); past it the
+  // oldest are shed (InodeTable::Overflow, fuse_ops.cc). Set before the
+  // session loop starts.
+  size_t max_nodes = 0;
+  std::atomic<int64_t> last_shed_ns{0};
+  std::atomic<uint64_t> nodes_shed{0};
   // OPEN requests received (with kernel_opens: the one answered ENOSYS).
   std::atomic<uint64_t> fuse_opens{0};
   // Nodes given up because the origin's file changed under them while the

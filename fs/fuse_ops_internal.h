@@ -78,6 +78,10 @@ inline bool SameVersion(const struct stat& a, const struct stat& b) {
 Result<uint64_t> NodeOf(FsContext& fs, uint64_t parent, std::string_view name,
                         const struct stat& st);
 
+// After a reply that gave the kernel nodes: past FsContext::max_nodes, asks
+// the kernel to drop the oldest entries (at most every 50 ms).
+void MaybeShedNodes(FsContext& fs);
+
 // The attribute timeout of node id: 0 for a control file with --opens
 // kernel (each read() then asks for its attributes: fs/control_files.h).
 inline double AttrTimeoutOf(const FsContext& fs, uint64_t id) {

@@ -85,16 +85,19 @@ Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, cons
       STOKER_CHECK(old.children > 0, "child count underflow");
       old.children--;
       node.nlookup++;
+      QueueLocked(id, node);
       JournalNodeLocked(id, node);
       MaybeRemoveLocked(old_parent);
       return id;
     }
     node.nlookup++;
+    QueueLocked(id, node);
     return id;
   }
   const uint64_t id = next_id_++;
   Node node{parent, std::string(name), key, true};
   node.nlookup = 1;
+  QueueLocked(id, node);
   JournalNodeLocked(id, node);
   nodes_.emplace(id, std::move(node));
   pit = nodes_.find(parent);  // emplace may rehash
@@ -117,6 +120,34 @@ Result<bool> InodeTable::BindVersion(uint64_t id, uint64_t tag) {
   if (node.tag == tag) return true;
   UnkeyLocked(id, node);
   return false;
+}
+
+void InodeTable::QueueLocked(uint64_t id, Node& node) {
+  if (node.named) {  // the kernel looked it up again: it holds it anew
+    node.named = false;
+    named_--;
+  }
+  if (node.queued || node.key.type == S_IFDIR) return;
+  node.queued = true;
+  shed_order_.push_back(id);
+}
+
+std::vector<InodeTable::Entry> InodeTable::Overflow(size_t max_held, size_t count) {
+  std::vector<Entry> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  while (nodes_.size() > max_held + named_ && out.size() < count && !shed_order_.empty()) {
+    const uint64_t id = shed_order_.front();
+    shed_order_.pop_front();
+    auto it = nodes_.find(id);
+    if (it == nodes_.end() || !it->second.queued) continue;  // gone (or restored: never queued)
+    Node& node = it->second;
+    node.queued = false;
+    if (node.nlookup == 0) continue;
+    node.named = true;
+    named_++;
+    out.push_back(Entry{node.parent, node.name});
+  }
+  return out;
 }
 
 Status InodeTable::Retire(uint64_t id) {
@@ -161,6 +192,7 @@ void InodeTable::MaybeRemoveLocked(uint64_t id) {
       if (kit != by_origin_.end() && kit->second == id) by_origin_.erase(kit);
     }
     const uint64_t parent = node.parent;
+    if (node.named) named_--;
     nodes_.erase(it);
     JournalIdLocked(kRecRemove, id);
     Node& p = nodes_.at(parent);

@@ -53,6 +53,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -86,6 +87,21 @@ class InodeTable {
   // if it has none. True if that is id's version; false if id serves another
   // one: id is then retired as described above. ESTALE if id is not live.
   Result<bool> BindVersion(uint64_t id, uint64_t tag);
+
+  // Bounding what the kernel holds: the kernel keeps a node (and we keep its
+  // record) until it forgets it, which with plenty of memory is never. When
+  // more than max_held nodes live (not counting those named already and not
+  // yet forgotten), Overflow names up to `count` of the
+  // oldest-looked-up non-directory nodes the kernel still holds, as entries
+  // for it to drop (fuse_lowlevel_notify_inval_entry), after which it
+  // forgets them unless they are open. Each node is named once per lookup
+  // that gave it to the kernel; one looked up again meanwhile costs the
+  // kernel a lookup more, never a wrong answer.
+  struct Entry {
+    uint64_t parent;
+    std::string name;
+  };
+  std::vector<Entry> Overflow(size_t max_held, size_t count);
 
   // Unkeys id as BindVersion does when it finds another version: the next
   // lookup of its name gets a new node. ESTALE if id is not live.
@@ -177,9 +193,13 @@ class InodeTable {
     uint64_t children = 0;  // live nodes whose parent this is
     // The content version served, once an open bound it (BindVersion).
     bool bound = false;
+    bool queued = false;  // in shed_order_
+    bool named = false;   // by Overflow, since its last lookup
     uint64_t tag = 0;
   };
 
+  // REQUIRES: mu_ held. Queues a non-directory node for Overflow.
+  void QueueLocked(uint64_t id, Node& node);
   // REQUIRES: mu_ held. True if `ancestor` is on the parent chain of id.
   bool IsAncestorLocked(uint64_t ancestor, uint64_t id) const;
   // REQUIRES: mu_ held. Removes id and then each parent that has become
@@ -198,8 +218,10 @@ class InodeTable {
   uint64_t next_id_;                                      // GUARDED_BY(mu_)
   std::unordered_map<uint64_t, Node> nodes_;              // GUARDED_BY(mu_)
   std::unordered_map<Key, uint64_t, KeyHash> by_origin_;  // GUARDED_BY(mu_)
-  Journal journal_;                                       // set before use
-  bool restored_ = false;                                 // GUARDED_BY(mu_)
+  std::deque<uint64_t> shed_order_;  // GUARDED_BY(mu_): non-directories, oldest lookup first
+  size_t named_ = 0;                 // GUARDED_BY(mu_): live nodes with `named`
+  Journal journal_;                  // set before use
+  bool restored_ = false;            // GUARDED_BY(mu_)
 };
 
 }  // namespace stoker

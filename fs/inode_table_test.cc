@@ -182,6 +182,38 @@ TEST(InodeTableTest, ARetiredNodeIsNotFoundByItsNameAgain) {
   EXPECT_EQ(*t.Lookup(InodeTable::kRootId, "f", Attr(100)), g);
 }
 
+TEST(InodeTableTest, OverflowNamesTheOldestFilesPastTheBound) {
+  InodeTable t(kFirst);
+  uint64_t d = *t.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
+  std::vector<uint64_t> files;
+  for (int i = 0; i < 10; ++i) {
+    files.push_back(*t.Lookup(d, "f" + std::to_string(i), Attr(100 + i)));
+  }
+  EXPECT_TRUE(t.Overflow(20, 100).empty()) << "12 nodes (root, d, 10 files): under the bound";
+  std::vector<InodeTable::Entry> shed = t.Overflow(8, 100);
+  ASSERT_EQ(shed.size(), 4u) << "only the excess, and never a directory";
+  for (size_t i = 0; i < shed.size(); ++i) {
+    EXPECT_EQ(shed[i].parent, d);
+    EXPECT_EQ(shed[i].name, "f" + std::to_string(i));
+  }
+  EXPECT_TRUE(t.Overflow(8, 100).empty()) << "named, not yet forgotten: not named again";
+  // The kernel forgets f0 and f1; f2 is looked up again (it holds it anew,
+  // so it goes to the back of the order); f3 is still on its way.
+  t.Forget(files[0], 1);
+  t.Forget(files[1], 1);
+  EXPECT_EQ(*t.Lookup(d, "f2", Attr(102)), files[2]);
+  shed = t.Overflow(8, 100);
+  ASSERT_EQ(shed.size(), 1u) << "10 nodes, f3 named: one over";
+  EXPECT_EQ(shed[0].name, "f4");
+  shed = t.Overflow(0, 2);
+  ASSERT_EQ(shed.size(), 2u) << "at most `count`";
+  EXPECT_EQ(shed[0].name, "f5");
+  EXPECT_EQ(shed[1].name, "f6");
+  shed = t.Overflow(0, 100);
+  ASSERT_EQ(shed.size(), 4u);
+  EXPECT_EQ(shed.back().name, "f2");
+}
+
 TEST(InodeTableTest, HardLinksOfOneVersionShareTheirNode) {
   InodeTable t(kFirst);
   uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100, S_IFREG, 7, 2));

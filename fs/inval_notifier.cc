@@ -8,8 +8,10 @@
 
 namespace stoker {
 
-InvalNotifier::InvalNotifier(NotifyFn notify)
-    : notify_(std::move(notify)), thread_([this] { Run(); }) {}
+InvalNotifier::InvalNotifier(NotifyFn notify, NotifyEntryFn notify_entry)
+    : notify_(std::move(notify)),
+      notify_entry_(std::move(notify_entry)),
+      thread_([this] { Run(); }) {}
 
 InvalNotifier::~InvalNotifier() { Stop(); }
 
@@ -20,6 +22,19 @@ void InvalNotifier::Invalidate(uint64_t ino) {
   cv_.notify_all();
 }
 
+void InvalNotifier::InvalidateEntry(uint64_t parent, std::string name) {
+  if (!notify_entry_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  entries_.emplace_back(parent, std::move(name));
+  cv_.notify_all();
+}
+
+size_t InvalNotifier::entries_pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
 void InvalNotifier::Stop(const std::function<void()>& unblock) {
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -27,6 +42,7 @@ void InvalNotifier::Stop(const std::function<void()>& unblock) {
     stopping_ = true;
     queue_.clear();
     queued_.clear();
+    entries_.clear();
     cv_.notify_all();
     if (!cv_.wait_for(lock, std::chrono::seconds(2), [this] { return !in_call_; }) && unblock) {
       LOG_WARN("inode invalidation is stuck in the kernel; aborting the FUSE connection");
@@ -45,16 +61,29 @@ uint64_t InvalNotifier::sent() const {
 void InvalNotifier::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty() || !entries_.empty(); });
     if (stopping_) return;
-    const uint64_t ino = queue_.front();
-    queue_.pop_front();
-    queued_.erase(ino);
-    in_call_ = true;
-    lock.unlock();
-    const int rc = notify_(ino);
-    if (rc < 0 && rc != -ENOENT) {
-      LOG_WARN("invalidating inode {} in the kernel failed: {}", ino, std::strerror(-rc));
+    int rc = 0;
+    if (!queue_.empty()) {
+      const uint64_t ino = queue_.front();
+      queue_.pop_front();
+      queued_.erase(ino);
+      in_call_ = true;
+      lock.unlock();
+      rc = notify_(ino);
+      if (rc < 0 && rc != -ENOENT) {
+        LOG_WARN("invalidating inode {} in the kernel failed: {}", ino, std::strerror(-rc));
+      }
+    } else {
+      std::pair<uint64_t, std::string> e = std::move(entries_.front());
+      entries_.pop_front();
+      in_call_ = true;
+      lock.unlock();
+      rc = notify_entry_(e.first, e.second);
+      if (rc < 0 && rc != -ENOENT) {
+        LOG_DEBUG("dropping entry '{}' of node {} in the kernel failed: {}", e.second, e.first,
+                  std::strerror(-rc));
+      }
     }
     lock.lock();
     in_call_ = false;

@@ -1,10 +1,12 @@
 // InvalNotifier: a thread that tells the kernel to drop what it caches of an
-// inode (fuse_lowlevel_notify_inval_inode), off the request path. A request
+// inode (fuse_lowlevel_notify_inval_inode), or a directory entry
+// (fuse_lowlevel_notify_inval_entry), off the request path. A request
 // handler must never notify about the inode it is serving: the kernel may hold
 // that inode's locks while it waits for our reply, and the notification would
 // wait on them. So handlers queue, and this thread sends.
 //
-// Queued ids are deduplicated until sent. Stop() sends nothing more; if a
+// Queued ids are deduplicated until sent; entries are not (each is queued once
+// by its caller). Entries go after the inodes queued before them. Stop() sends nothing more; if a
 // notification is stuck in the kernel (its inode's pages locked by requests the
 // stopped loop will never answer), Stop() waits a moment and then calls the
 // unblock function (which aborts the FUSE connection) so that it returns.
@@ -17,8 +19,10 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 
 namespace stoker {
 
@@ -27,12 +31,19 @@ class InvalNotifier {
   // notify(ino) returns 0 or a negative errno (-ENOENT: the kernel does not
   // know the inode, which is fine).
   using NotifyFn = std::function<int(uint64_t ino)>;
-  explicit InvalNotifier(NotifyFn notify);
+  // notify_entry(parent, name): the same for the entry `name` of directory
+  // node parent.
+  using NotifyEntryFn = std::function<int(uint64_t parent, const std::string& name)>;
+  explicit InvalNotifier(NotifyFn notify, NotifyEntryFn notify_entry = nullptr);
   ~InvalNotifier();  // Stop() without an unblock function
   InvalNotifier(const InvalNotifier&) = delete;
   InvalNotifier& operator=(const InvalNotifier&) = delete;
 
   void Invalidate(uint64_t ino);
+  // Ignored without a notify_entry function.
+  void InvalidateEntry(uint64_t parent, std::string name);
+  // Entries queued and not yet sent.
+  size_t entries_pending() const;
   void Stop(const std::function<void()>& unblock = nullptr);
 
   uint64_t sent() const;
@@ -41,13 +52,15 @@ class InvalNotifier {
   void Run();
 
   NotifyFn notify_;
+  NotifyEntryFn notify_entry_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<uint64_t> queue_;           // GUARDED_BY(mu_)
-  std::unordered_set<uint64_t> queued_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                // GUARDED_BY(mu_)
-  bool in_call_ = false;                 // GUARDED_BY(mu_)
-  uint64_t sent_ = 0;                    // GUARDED_BY(mu_)
+  std::deque<uint64_t> queue_;                            // GUARDED_BY(mu_)
+  std::deque<std::pair<uint64_t, std::string>> entries_;  // GUARDED_BY(mu_)
+  std::unordered_set<uint64_t> queued_;                   // GUARDED_BY(mu_)
+  bool stopping_ = false;                                 // GUARDED_BY(mu_)
+  bool in_call_ = false;                                  // GUARDED_BY(mu_)
+  uint64_t sent_ = 0;                                     // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -96,6 +97,38 @@ TEST(InvalNotifierTest, NothingIsSentAfterStop) {
   n.Invalidate(3);
   n.Stop();  // a second Stop is harmless
   EXPECT_EQ(calls, 0);
+}
+
+TEST(InvalNotifierTest, SendsEntriesInOrderAfterTheInodesQueuedBefore) {
+  std::mutex mu;
+  std::vector<std::string> sent;
+  std::promise<void> done;
+  InvalNotifier n(
+      [&](uint64_t ino) {
+        std::lock_guard<std::mutex> lock(mu);
+        sent.push_back("ino " + std::to_string(ino));
+        return 0;
+      },
+      [&](uint64_t parent, const std::string& name) {
+        std::lock_guard<std::mutex> lock(mu);
+        sent.push_back(std::to_string(parent) + "/" + name);
+        if (name == "b") done.set_value();
+        return -ENOENT;  // the kernel does not hold it: fine
+      });
+  n.Invalidate(7);
+  n.InvalidateEntry(1, "a");
+  n.InvalidateEntry(1, "a");  // entries are not deduplicated
+  n.InvalidateEntry(3, "b");
+  done.get_future().wait();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(sent, (std::vector<std::string>{"ino 7", "1/a", "1/a", "3/b"}));
+  EXPECT_EQ(n.entries_pending(), 0u);
+}
+
+TEST(InvalNotifierTest, EntriesAreIgnoredWithoutAnEntryFunction) {
+  InvalNotifier n([](uint64_t) { return 0; });
+  n.InvalidateEntry(1, "a");
+  EXPECT_EQ(n.entries_pending(), 0u);
 }
 
 }  // namespace

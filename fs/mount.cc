@@ -5,6 +5,7 @@
 #include "fs/mount.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -292,7 +293,10 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
              EarlyMount* early, FsContext& fs, ObjectCache& cache, ReadyLine& ready,
              const std::function<nlohmann::json()>& stats, SupervisorLink* link) {
   InvalNotifier notifier(
-      [se](uint64_t ino) { return fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); });
+      [se](uint64_t ino) { return fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); },
+      [se](uint64_t parent, const std::string& name) {
+        return fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
+      });
   fs.notifier = &notifier;
 
   const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
@@ -486,6 +490,8 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
       j["node_files"] = fs_ptr->node_files.size();
       j["nodes_retired"] = fs_ptr->nodes_retired.load();
       j["listings_kept"] = fs_ptr->listings_kept.load();
+      j["nodes_shed"] = fs_ptr->nodes_shed.load();
+      j["max_nodes"] = fs_ptr->max_nodes;
       j["open_files"] = fs_ptr->files.size();
       j["open_dirs"] = fs_ptr->dirs.size();
       j["inodes"] = fs_ptr->inodes.size();
@@ -498,6 +504,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
                                         MaxReadFrom(options.fuse_options));
   fs_ptr = fs.get();
   fs->kernel_opens = options.kernel_opens;
+  fs->max_nodes = options.max_nodes;
   if (Result<struct stat> root = origin->Stat(""); root.ok()) {
     fs->inodes.SetRootOriginIno(root->st_ino);
   }
@@ -576,6 +583,11 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
 }  // namespace
 
 Status RunMount(const MountOptions& options) {
+  // glibc gives each thread that meets contention an arena of its own, up to
+  // 8 per core, and memory freed in one is kept for it: over a million files
+  // the daemon's RSS was 35 MiB (15%) above its heap with 16 arenas. Unless
+  // the environment says otherwise (MALLOC_ARENA_MAX), four.
+  if (getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 4);
   if (spdlog::level::from_str(options.log_level) != spdlog::level::off ||
       options.log_level == "off") {
     spdlog::set_level(spdlog::level::from_str(options.log_level));

@@ -45,6 +45,10 @@ struct MountOptions {
   // no_open, fs/node_files.h): no round trip per open, pages kept across
   // opens, and no passthrough. Default: off (--opens daemon).
   bool kernel_opens = false;
+  // The most file nodes the kernel may hold (each costs the daemon and its
+  // supervisor a record); past it the oldest looked up are dropped from the
+  // kernel's dentry cache, to be looked up again if used. 0: no bound.
+  size_t max_nodes = 100000;
   // Keep the mount across a crash of the daemon (fs/supervisor.h).
   // Default: off.
   bool supervise = false;

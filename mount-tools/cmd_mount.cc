@@ -365,6 +365,10 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   }
   STOKER_ASSIGN_OR_RETURN(o.cache.revalidate_seconds,
                           ParseWholeNumber("--revalidate", args.revalidate, "seconds"));
+  STOKER_ASSIGN_OR_RETURN(o.max_nodes, ParseWholeNumber("--max-nodes", args.max_nodes, "nodes"));
+  if (o.max_nodes != 0 && o.max_nodes < 1000) {
+    return Status::Invalid("--max-nodes " + args.max_nodes + ": 0 (no bound) or at least 1000");
+  }
   STOKER_ASSIGN_OR_RETURN(o.cache.dir_prefetch_files,
                           ParseWholeNumber("--prefetch-files", args.prefetch_files, "files"));
   if (o.cache.dir_prefetch_files > kMaxPrefetchFiles) {
@@ -484,6 +488,11 @@ Subcommand AddMountCommand(CLI::App& root) {
                   "auto, on or off: let the kernel read files held whole in the cache straight "
                   "from the SSD (FUSE passthrough, Linux 6.9+, needs CAP_SYS_ADMIN); on: fail "
                   "the mount if the kernel refuses")
+      ->capture_default_str();
+  app->add_option("--max-nodes", args->max_nodes,
+                  "Most files the kernel keeps looked up (each costs the daemon and its supervisor "
+                  "a record); past it the oldest are dropped from its cache, to be looked up again "
+                  "if used; 0: no bound")
       ->capture_default_str();
   app->add_option("--opens", args->opens,
                   "daemon or kernel: kernel lets the kernel open files without asking the daemon "

@@ -58,6 +58,7 @@ struct MountArgs {
   std::string revalidate = "60";  // seconds
   std::string prefetch = "8M";
   std::string prefetch_files = "16";
+  std::string max_nodes = "100000";
   std::vector<std::string> fuse_options;  // as given; comma lists not yet split
   std::string io_backend = "auto";
   std::string passthrough = "auto";

@@ -136,6 +136,9 @@ TEST(ToMountOptions, Opens) {
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_TRUE(o->kernel_opens);
   EXPECT_EQ(o->passthrough, PassthroughMode::kAuto);  // the mount says why it is off
+  EXPECT_EQ(o->max_nodes, 100000u);
+  a.max_nodes = "0";
+  EXPECT_EQ(ToMountOptions(a)->max_nodes, 0u) << "0: no bound";
 }
 
 TEST(ToMountOptions, RelativePathsBecomeAbsoluteWithoutResolving) {
@@ -205,6 +208,8 @@ TEST(ToMountOptions, RefusesBadArguments) {
       {"fractional revalidate", [](MountArgs& a) { a.revalidate = "1.5"; }, "--revalidate"},
       {"log level", [](MountArgs& a) { a.log_level = "loud"; }, "--log-level"},
       {"opens", [](MountArgs& a) { a.opens = "user"; }, "--opens user"},
+      {"too few nodes", [](MountArgs& a) { a.max_nodes = "10"; }, "--max-nodes 10"},
+      {"nodes not a number", [](MountArgs& a) { a.max_nodes = "many"; }, "--max-nodes"},
       {"kernel opens with passthrough on",
        [](MountArgs& a) {
          a.opens = "kernel";
