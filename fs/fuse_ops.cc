@@ -72,7 +72,7 @@ struct stat ControlAttr(FsContext& fs, uint64_t id) {
 }
 
 void Retire(FsContext& fs, uint64_t id) {
-  if (fs.inodes.Retire(id).ok()) {
+  if (Result<bool> retired = fs.inodes.Retire(id); retired.ok() && *retired) {
     fs.nodes_retired++;
     LOG_DEBUG("node {}: the origin's file changed since it was read; retired", id);
   }

@@ -150,12 +150,13 @@ std::vector<InodeTable::Entry> InodeTable::Overflow(size_t max_held, size_t coun
   return out;
 }
 
-Status InodeTable::Retire(uint64_t id) {
+Result<bool> InodeTable::Retire(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return Status::Error(ESTALE, "unknown node " + std::to_string(id));
+  const bool was_keyed = it->second.keyed;
   UnkeyLocked(id, it->second);
-  return Status::OK();
+  return was_keyed;
 }
 
 void InodeTable::UnkeyLocked(uint64_t id, Node& node) {

@@ -104,8 +104,9 @@ class InodeTable {
   std::vector<Entry> Overflow(size_t max_held, size_t count);
 
   // Unkeys id as BindVersion does when it finds another version: the next
-  // lookup of its name gets a new node. ESTALE if id is not live.
-  Status Retire(uint64_t id);
+  // lookup of its name gets a new node. False if it was retired already;
+  // ESTALE if id is not live.
+  Result<bool> Retire(uint64_t id);
 
   struct NodeInfo {
     std::string path;  // origin path, "" for the root
