@@ -2,6 +2,8 @@
 // reads it without the cache (FUSE passthrough; see WholeFileLease).
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "cache/object_cache_impl.h"
 #include "util/log.h"
 
@@ -99,12 +101,19 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (!file.ok()) return refuse(LeaseRefusal::kDataFile);
   if (!to_check.empty()) {
     // First open in this process of a file held whole: check it now, as a
-    // read would, through the page cache the kernel will read it from.
-    std::vector<char> good = CheckChunks(*v, **file, to_check);
+    // read would, through the page cache the kernel will read it from; a
+    // few chunks at a time (a buffer each), not the whole file at once.
+    constexpr size_t kBatch = 16;
     bool all = true;
-    for (size_t i = 0; i < good.size(); ++i) {
-      if (!good[i]) lease->skipped_[to_check[i].idx] = 1;  // CheckChunks unpinned it
-      all = all && good[i];
+    for (size_t from = 0; from < to_check.size(); from += kBatch) {
+      const std::vector<ChunkToCheck> batch(
+          to_check.begin() + static_cast<std::ptrdiff_t>(from),
+          to_check.begin() + static_cast<std::ptrdiff_t>(std::min(from + kBatch, to_check.size())));
+      std::vector<char> good = CheckChunks(*v, **file, batch);
+      for (size_t i = 0; i < good.size(); ++i) {
+        if (!good[i]) lease->skipped_[batch[i].idx] = 1;  // CheckChunks unpinned it
+        all = all && good[i];
+      }
     }
     counters_.chunks_verified_at_open += to_check.size();
     if (!all) return refuse(LeaseRefusal::kNotVerified);
