@@ -77,9 +77,10 @@ def test_the_nodes_the_kernel_holds_are_bounded(mounts, tmp_path):
 
     def bounded():
         os.stat(m.mnt / "d0" / "f0000")  # a lookup: the check runs after replies
-        # Entries named and not yet forgotten are not named twice (a few
-        # the kernel keeps a while longer).
-        return m.stats()["inodes"] <= 1000 * 1.1
+        # Entries named and not yet forgotten are not named twice, and the
+        # kernel keeps a few of them until it reclaims memory (about 100
+        # here; 1-2% at 100k): without the bound it would hold all 6000.
+        return m.stats()["inodes"] <= 1000 * 1.25
 
     lib.wait_until(bounded, 30, what="the kernel to hold about --max-nodes nodes")
     st = m.stats()
