@@ -21,6 +21,12 @@ def read_whole(path):
         return f.read()
 
 
+def read_all(m, data):
+    """Reads every file of data through m; each must hold its bytes."""
+    for name, want in data.items():
+        assert read_whole(m.mnt / name) == want, name
+
+
 def make_tree(root, n=300):
     rng = lib.seeded("kernel-opens")
     data = {}
@@ -38,16 +44,14 @@ def test_cached_files_are_read_without_a_message_to_the_daemon(mounts, tmp_path)
     origin = tmp_path / "origin"
     data = make_tree(origin)
     m = mounts.make(origin, args=ARGS)
-    for name, want in data.items():
-        assert read_whole(m.mnt / name) == want, name
+    read_all(m, data)
     st = m.stats()
     assert st["opens"] == "kernel"
     assert st["passthrough"] == "off: opens_kernel"
     assert st["fuse_opens"] == 1, "only the first open reaches the daemon (answered ENOSYS)"
     reads = st["read_requests"]
     # Epoch 2 from the kernel's page cache: nothing reaches the daemon.
-    for name, want in data.items():
-        assert read_whole(m.mnt / name) == want, name
+    read_all(m, data)
     st = m.stats()
     assert st["read_requests"] == reads
     assert st["fuse_opens"] == 1
@@ -60,8 +64,7 @@ def test_cached_files_are_read_without_a_message_to_the_daemon(mounts, tmp_path)
             off = rng.randrange(0, len(data["big"]))
             n = rng.randrange(1, 2 * MIB)
             assert os.pread(f.fileno(), n, off) == data["big"][off:off + n]
-    for name, want in data.items():
-        assert read_whole(m.mnt / name) == want, name
+    read_all(m, data)
     st = m.stats()
     assert st["read_requests"] > reads
     assert st["origin_bytes_read"] <= sum(len(d) for d in data.values())
@@ -72,8 +75,7 @@ def test_node_handles_go_when_the_kernel_forgets_the_nodes(mounts, tmp_path):
     origin = tmp_path / "origin"
     data = make_tree(origin, n=200)
     m = mounts.make(origin, args=ARGS)
-    for name, want in data.items():
-        assert read_whole(m.mnt / name) == want
+    read_all(m, data)
     held = m.stats()["node_files"]
     assert held >= len([d for d in data.values() if d]) - 1
     lib.drop_caches()  # the kernel forgets the nodes it does not use
@@ -150,8 +152,7 @@ def test_control_files_read_as_whole_documents(mounts, tmp_path):
         t.start()
     try:
         for _ in range(3):
-            for name, want in data.items():
-                assert read_whole(m.mnt / name) == want
+            read_all(m, data)
             lib.drop_caches()
     finally:
         stop.set()
@@ -171,8 +172,7 @@ def test_kill9_of_a_supervised_daemon_is_survived(mounts, tmp_path):
     origin = tmp_path / "origin"
     data = make_tree(origin, n=60)
     m = mounts.make(origin, args=ARGS)
-    for name, want in data.items():
-        assert read_whole(m.mnt / name) == want
+    read_all(m, data)
     names = sorted(data)
 
     def read_one(rng):
@@ -185,8 +185,7 @@ def test_kill9_of_a_supervised_daemon_is_survived(mounts, tmp_path):
 
     def restarted():
         lib.drop_caches()
-        for name, want in data.items():
-            assert read_whole(m.mnt / name) == want
+        read_all(m, data)
         assert m.stats()["fuse_opens"] == 0, "the kernel still opens by itself"
 
     errors = lib.readers_across_kill(m, read_one, before=100, after=100,
