@@ -383,8 +383,22 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
 }
 
 void ObjectCacheImpl::MaybePrefetchDir(const std::string& path) {
-  for (std::string& p : dir_scan_.OnOpen(path)) {
+  std::string next;
+  std::vector<std::string> ahead = dir_scan_.OnOpen(path, &next);
+  bool next_queued = false;
+  for (std::string& p : ahead) {
+    if (p == next) {
+      // One task, so that its chunks are not checked twice at once.
+      next_queued = true;
+      pool_->Submit(WorkerPool::Priority::kHigh, [this, p = std::move(p)] {
+        if (!VerifyAhead(p)) PrefetchFile(p);
+      });
+      continue;
+    }
     pool_->Submit(WorkerPool::Priority::kHigh, [this, p = std::move(p)] { PrefetchFile(p); });
+  }
+  if (!next.empty() && !next_queued) {
+    pool_->Submit(WorkerPool::Priority::kHigh, [this, p = std::move(next)] { VerifyAhead(p); });
   }
 }
 

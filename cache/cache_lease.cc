@@ -71,6 +71,7 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (v->superseded) return refuse(LeaseRefusal::kStale);
   if (v->chunks == 0) return refuse(LeaseRefusal::kEmpty);
   if (UsesSlab(*v)) return refuse(LeaseRefusal::kSlab);
+  AwaitVerifyAhead(v->key);  // rather than check the same chunks twice
   auto lease = std::make_unique<PinnedVersion>(this, v->key, v->chunks, v->identity.size);
   lease->skipped_.assign(v->chunks, 0);
   // A verified chunk is in its place (a latch clears the bit first), so
@@ -101,19 +102,12 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (!file.ok()) return refuse(LeaseRefusal::kDataFile);
   if (!to_check.empty()) {
     // First open in this process of a file held whole: check it now, as a
-    // read would, through the page cache the kernel will read it from; a
-    // few chunks at a time (a buffer each), not the whole file at once.
-    constexpr size_t kBatch = 16;
+    // read would, through the page cache the kernel will read it from.
+    std::vector<char> good = CheckInBatches(*v, **file, to_check);
     bool all = true;
-    for (size_t from = 0; from < to_check.size(); from += kBatch) {
-      const std::vector<ChunkToCheck> batch(
-          to_check.begin() + static_cast<std::ptrdiff_t>(from),
-          to_check.begin() + static_cast<std::ptrdiff_t>(std::min(from + kBatch, to_check.size())));
-      std::vector<char> good = CheckChunks(*v, **file, batch);
-      for (size_t i = 0; i < good.size(); ++i) {
-        if (!good[i]) lease->skipped_[batch[i].idx] = 1;  // CheckChunks unpinned it
-        all = all && good[i];
-      }
+    for (size_t i = 0; i < good.size(); ++i) {
+      if (!good[i]) lease->skipped_[to_check[i].idx] = 1;  // CheckChunks unpinned it
+      all = all && good[i];
     }
     counters_.chunks_verified_at_open += to_check.size();
     if (!all) return refuse(LeaseRefusal::kNotVerified);
@@ -128,6 +122,78 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (v->superseded) return refuse(LeaseRefusal::kStale);
   lease->file_ = std::move(file).value();
   return std::unique_ptr<WholeFileLease>(std::move(lease));
+}
+
+std::vector<char> ObjectCacheImpl::CheckInBatches(const ObjectVersion& v, DataFile& file,
+                                                  const std::vector<ChunkToCheck>& to_check) {
+  // A few chunks at a time (a buffer each), not the whole file at once.
+  std::vector<char> good;
+  good.reserve(to_check.size());
+  for (size_t from = 0; from < to_check.size(); from += kCheckBatch) {
+    const auto first = to_check.begin() + static_cast<std::ptrdiff_t>(from);
+    const std::vector<ChunkToCheck> batch(
+        first, first + static_cast<std::ptrdiff_t>(std::min(kCheckBatch, to_check.size() - from)));
+    std::vector<char> got = CheckChunks(v, file, batch);
+    good.insert(good.end(), got.begin(), got.end());
+  }
+  return good;
+}
+
+void ObjectCacheImpl::AwaitVerifyAhead(const VersionKey& key) {
+  std::unique_lock<std::mutex> l(ahead_mu_);
+  ahead_cv_.wait(l, [&] { return !verifying_ahead_.contains(key); });
+}
+
+bool ObjectCacheImpl::VerifyAhead(const std::string& path) {
+  auto opened = OpenAs(path, false, Opener::kBackground);
+  if (!opened.ok()) return false;
+  const std::shared_ptr<ObjectVersion> v = opened->file->version;
+  // What LeaseWhole would check at the open; anything else is left to it.
+  if (v->uncached || v->superseded || v->chunks == 0 || UsesSlab(*v) ||
+      v->identity.size > options_.verify_at_open_bytes) {
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> l(ahead_mu_);
+    if (verifying_ahead_.contains(v->key)) return true;
+    if (verifying_ahead_.size() >= kMaxVerifyAhead) return false;
+    verifying_ahead_.insert(v->key);
+  }
+  std::vector<ChunkKey> pins;
+  std::vector<ChunkToCheck> to_check;
+  bool whole = true;
+  for (uint64_t i = 0; i < v->chunks && whole; ++i) {
+    const ChunkKey key{v->key.object_id, v->key.version, i};
+    bool verified = false;
+    SlotRef slot;
+    if (!resident_->TryPin(key, &verified, &slot)) {
+      whole = false;  // not cached, or being evicted: the open reads through the daemon
+      break;
+    }
+    pins.push_back(key);
+    if (verified) continue;
+    auto rec = index_->GetChunk(key);
+    whole = rec.ok() && *rec && !(*rec)->slot.valid() &&
+            (*rec)->len == ChunkLength(v->identity.size, chunk_size_, i);
+    if (whole) to_check.push_back({i, (*rec)->xxh3, {}});
+  }
+  Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
+  if (whole && !to_check.empty() && file.ok()) {
+    std::vector<char> good = CheckInBatches(*v, **file, to_check);
+    for (size_t i = 0; i < good.size(); ++i) {
+      if (good[i]) continue;
+      const ChunkKey bad{v->key.object_id, v->key.version, to_check[i].idx};
+      pins.erase(std::find(pins.begin(), pins.end(), bad));  // CheckChunks unpinned it
+    }
+    counters_.chunks_verified_ahead += to_check.size();
+  }
+  for (const ChunkKey& k : pins) resident_->Unpin(k);
+  {
+    std::lock_guard<std::mutex> l(ahead_mu_);
+    verifying_ahead_.erase(v->key);
+  }
+  ahead_cv_.notify_all();
+  return whole;
 }
 
 std::unique_ptr<WholeFileLease> ObjectCacheImpl::HoldVersion(uint64_t object_id, uint64_t version,

@@ -37,6 +37,7 @@ struct CacheCounters {
   std::atomic<uint64_t> chunks_verified_by_readers{0};
   // Chunks checked by an open about to hand its file to the kernel whole.
   std::atomic<uint64_t> chunks_verified_at_open{0};
+  std::atomic<uint64_t> chunks_verified_ahead{0};  // before a scanning reader's open
   std::atomic<uint64_t> origin_errors{0};
   // Revalidations and lookups of cached files answered from the cache, not
   // asked, while the origin was unreachable (OriginBackoff).

@@ -62,7 +62,8 @@ void DirScan::Fill(Dir& d, std::vector<std::string> names) {
   for (uint32_t i = 0; i < n; ++i) d.pos[d.names[d.order[1].names[i]]].second = i;
 }
 
-bool DirScan::Step(Dir& d, const std::string& name, std::vector<std::string>* out) {
+bool DirScan::Step(Dir& d, const std::string& name, std::vector<std::string>* out,
+                   std::string* next) {
   auto it = d.pos.find(name);
   if (it == d.pos.end()) return false;
   std::unordered_set<uint32_t> picked;
@@ -79,6 +80,8 @@ bool DirScan::Step(Dir& d, const std::string& name, std::vector<std::string>* ou
     }
     o.last = p;
     if (o.streak == 0 || out == nullptr) continue;
+    if (next != nullptr && next->empty() && p + 1 < n)
+      *next = Join(d.path, d.names[o.names[p + 1]]);
     const size_t until = std::min(n, p + 1 + options_.ahead);
     for (size_t q = std::max(o.returned_until, p + 1); q < until; ++q) {
       const uint32_t idx = o.names[q];
@@ -89,8 +92,9 @@ bool DirScan::Step(Dir& d, const std::string& name, std::vector<std::string>* ou
   return true;
 }
 
-std::vector<std::string> DirScan::OnOpen(const std::string& path) {
+std::vector<std::string> DirScan::OnOpen(const std::string& path, std::string* next) {
   std::vector<std::string> out;
+  if (next != nullptr) next->clear();
   if (options_.ahead == 0) return out;
   auto [dir, name] = SplitPath(path);
   std::unique_lock<std::mutex> l(mu_);
@@ -118,7 +122,7 @@ std::vector<std::string> DirScan::OnOpen(const std::string& path) {
     d->unlisted_last.clear();
     if (d->too_big) return out;
   }
-  if (!Step(*d, name, &out)) {
+  if (!Step(*d, name, &out, next)) {
     d->listed = false;  // the directory changed since it was listed
     d->unlisted_last = name;
   }

@@ -48,8 +48,9 @@ class DirScan {
   DirScan(Options options, Lister lister);
 
   // Notes an open of path; returns the paths to fetch ahead now (each at
-  // most once per scan in one order).
-  std::vector<std::string> OnOpen(const std::string& path);
+  // most once per scan in one order). next (if given): the file a scanning
+  // reader opens after path ("" if it is not scanning, or path is the last).
+  std::vector<std::string> OnOpen(const std::string& path, std::string* next = nullptr);
 
   // Directories followed now (for tests).
   size_t followed() const;
@@ -73,9 +74,11 @@ class DirScan {
   // REQUIRES: mu_ held. The directory's entry, moved to the front.
   std::shared_ptr<Dir> Touch(const std::string& dir);
   void Fill(Dir& d, std::vector<std::string> names);
-  // Moves d's scans to name; appends what to fetch ahead to out (if given).
+  // Moves d's scans to name; appends what to fetch ahead to out (if given),
+  // and names the file after name in a scanning order in next (if given).
   // False if name is not in the listing.
-  bool Step(Dir& d, const std::string& name, std::vector<std::string>* out);
+  bool Step(Dir& d, const std::string& name, std::vector<std::string>* out,
+            std::string* next = nullptr);
 
   const Options options_;
   const Lister lister_;

@@ -41,6 +41,29 @@ TEST(DirScanTest, SequentialOpensInOriginOrderFetchAhead) {
   EXPECT_EQ(ls.calls, 1);
 }
 
+TEST(DirScanTest, NamesTheFileAScanningReaderOpensNext) {
+  Listing ls;
+  ls.dirs["d"] = {"e", "c", "a", "f", "b"};
+  DirScan::Options o;
+  o.ahead = 2;
+  DirScan scan(o, ls.lister());
+  std::string next = "stale";
+  scan.OnOpen("d/e", &next);
+  EXPECT_EQ(next, "");  // one open is no scan
+  scan.OnOpen("d/c", &next);
+  EXPECT_EQ(next, "d/a");  // origin order
+  scan.OnOpen("d/a", &next);
+  EXPECT_EQ(next, "d/f");  // the one after, returned to fetch long ago
+  scan.OnOpen("d/f", &next);
+  EXPECT_EQ(next, "d/b");
+  scan.OnOpen("d/b", &next);
+  EXPECT_EQ(next, "");  // the last in origin order
+  scan.OnOpen("d/c", &next);
+  EXPECT_EQ(next, "d/e");  // b then c: name order (a, b, c, e, f)
+  scan.OnOpen("d/b", &next);
+  EXPECT_EQ(next, "");  // a jump in both orders
+}
+
 TEST(DirScanTest, SequentialOpensInNameOrderFetchAhead) {
   Listing ls;
   ls.dirs["x/y"] = {"03", "01", "04", "00", "02"};

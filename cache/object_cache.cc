@@ -710,6 +710,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   STOKER_COUNTER(chunks_verified)
   STOKER_COUNTER(chunks_verified_by_readers)
   STOKER_COUNTER(chunks_verified_at_open)
+  STOKER_COUNTER(chunks_verified_ahead)
   STOKER_COUNTER(origin_errors)
   STOKER_COUNTER(revalidations_skipped)
   STOKER_COUNTER(attrs_from_cache)

@@ -356,6 +356,18 @@ class ObjectCacheImpl final : public ObjectCache {
   // open of path, and fetches one of them.
   void MaybePrefetchDir(const std::string& path);
   void PrefetchFile(const std::string& path);
+  // The file a scanning reader opens next, if the cache holds it whole and
+  // it would be verified at its open (LeaseWhole): verified now, through the
+  // page cache, so that the open finds it checked and its pages there.
+  // False if the cache does not hold it whole (nothing was checked).
+  bool VerifyAhead(const std::string& path);
+  // Reads back and checks the pinned chunks to_check of v, a batch of
+  // kCheckBatch at a time. Returns one flag per chunk (CheckChunks).
+  std::vector<char> CheckInBatches(const ObjectVersion& v, DataFile& file,
+                                   const std::vector<ChunkToCheck>& to_check);
+  static constexpr size_t kCheckBatch = 16;
+  // Waits while VerifyAhead checks version key.
+  void AwaitVerifyAhead(const VersionKey& key);
   // Most chunks a Readahead holds.
   size_t ReadaheadLimit() const;
 
@@ -495,6 +507,12 @@ class ObjectCacheImpl final : public ObjectCache {
   // Paths to warm, and whether Warm already counted them in warm_files_queued.
   std::deque<std::pair<std::string, bool>> warm_queue_;  // GUARDED_BY(warm_mu_)
   std::thread warmer_;
+
+  // Versions VerifyAhead checks now (at most kMaxVerifyAhead).
+  static constexpr size_t kMaxVerifyAhead = 2;
+  std::mutex ahead_mu_;
+  std::condition_variable ahead_cv_;
+  std::unordered_set<VersionKey, VersionKeyHash> verifying_ahead_;  // GUARDED_BY(ahead_mu_)
 
   std::atomic<bool> logged_no_space_{false};
   std::atomic<uint64_t> disk_claimed_{0};  // see DiskClaim (cache_store.cc)

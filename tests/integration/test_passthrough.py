@@ -86,19 +86,23 @@ def test_a_cached_file_is_read_by_the_kernel(mounts, origin):
     assert st["passthrough_nodes"] == 1 and st["passthrough_idle"] == 1, st
 
 
-def cached_and_unmounted(mounts, origin):
-    """A mount whose cache holds all of big, unmounted; and big's bytes."""
+def cached_and_unmounted(mounts, origin, names=("big",), chunks=10):
+    """A mount whose cache holds all of the named files, unmounted; their
+    bytes by name."""
     m = mounts.make(origin, args=ARGS)
     passthrough_on(m)
-    want = read_whole(origin / "big")
-    assert read_whole(m.mnt / "big") == want
-    cached_whole(m)
+    want = {}
+    for name in names:
+        want[name] = read_whole(origin / name)
+        assert read_whole(m.mnt / name) == want[name]
+    cached_whole(m, chunks)
     m.unmount()
     return m, want
 
 
 def test_a_remounted_cache_is_verified_at_the_first_open(mounts, origin):
     m, want = cached_and_unmounted(mounts, origin)
+    want = want["big"]
     lib.drop_caches()
     m.mount()
     assert read_whole(m.mnt / "big") == want
@@ -109,8 +113,55 @@ def test_a_remounted_cache_is_verified_at_the_first_open(mounts, origin):
     assert st["origin_bytes_read"] == 0
 
 
+def shards_cached_and_unmounted(mounts, origin, n=6):
+    """n shards of 10-11 MiB in origin/shards, cached whole and unmounted:
+    larger than what the directory prefetcher reads of each file ahead (8
+    MiB, verifying it on the way)."""
+    rng = lib.seeded("passthrough-shards")
+    (origin / "shards").mkdir()
+    names = [f"shards/shard-{i:02d}" for i in range(n)]
+    for i, name in enumerate(names):
+        lib.write_random(origin / name, 10 * MIB + 1000 * (i + 1), rng)
+    return cached_and_unmounted(mounts, origin, names, chunks=11 * n)
+
+
+def remount_and_read_in_order(m, want):
+    """Reads the files in name order from a fresh daemon, as a reader busy
+    with the records of each one between its opens; the daemon's stats."""
+    lib.drop_caches()
+    m.mount()
+    for name in sorted(want):
+        assert read_whole(m.mnt / name) == want[name]
+        time.sleep(0.2)
+    return m.stats()
+
+
+def test_a_scanning_reader_finds_the_next_shard_verified(mounts, origin):
+    m, want = shards_cached_and_unmounted(mounts, origin)
+    st = remount_and_read_in_order(m, want)
+    assert st["passthrough_opens"] == len(want)
+    assert st["read_requests"] == 0 and st["origin_bytes_read"] == 0
+    # The first two opens make the scan; the next shards are checked before
+    # the reader opens them.
+    assert st["chunks_verified_ahead"] >= 3 * 3, st
+    assert st["chunks_verified"] >= 11 * len(want)
+
+
+def test_a_corrupt_chunk_found_ahead_is_fetched_again(mounts, origin):
+    m, want = shards_cached_and_unmounted(mounts, origin)
+    last = want[max(want)]  # the shards differ in size
+    [data] = [p for p in lib.cache_data_files(m.cache) if p.stat().st_size == len(last)]
+    lib.flip_byte(data, 9 * MIB + 5)
+    st = remount_and_read_in_order(m, want)
+    assert st["checksum_failures"] == 1, st
+    assert st["chunks_verified_ahead"] >= 3 * 3, st
+    assert fallbacks(st).get("not_cached", 0) == 1, st  # the bad chunk was dropped ahead
+    assert st["origin_bytes_read"] == MIB
+
+
 def test_a_corrupt_chunk_found_at_open_is_fetched_again(mounts, origin):
     m, want = cached_and_unmounted(mounts, origin)
+    want = want["big"]
     [data] = [p for p in lib.cache_data_files(m.cache) if "slab" not in str(p)]
     lib.flip_byte(data, 3 * MIB + 17)
     lib.drop_caches()
