@@ -287,6 +287,7 @@ std::string EncodeObject(const ObjectRecord& o) {
       .U64(o.attrs.nlink)
       .I64(o.attrs.atime_ns)
       .I64(o.validated_ns)
+      .I64(o.attrs.blocks)
       .Done();
 }
 
@@ -307,6 +308,7 @@ Result<ObjectRecord> DecodeObject(std::string_view v) {
   o.attrs.nlink = r.U64();
   o.attrs.atime_ns = r.I64();
   o.validated_ns = r.I64();
+  if (!r.AtEnd()) o.attrs.blocks = r.I64();  // absent from older records
   STOKER_RETURN_IF_ERROR(r.Finish());
   if (o.object_id == 0 || o.version == 0) {
     return Status::Corruption("index object record has object id or version 0");

@@ -56,6 +56,9 @@ struct ObjectAttrs {
   uint32_t gid = 0;
   uint64_t nlink = 0;
   int64_t atime_ns = 0;
+  // 512-byte blocks the origin file takes (its st_blocks); -1 in records
+  // written before it was kept: then the size's.
+  int64_t blocks = -1;
   bool operator==(const ObjectAttrs&) const = default;
 };
 

@@ -12,7 +12,7 @@ ObjectRecord SampleObject() {
   o.object_id = 7;
   o.version = 3;
   o.identity = {12345, -5, 1700000000123456789, 99, 2049, "etag-1"};
-  o.attrs = {0100644, 1000, 1000, 2, 42};
+  o.attrs = {0100644, 1000, 1000, 2, 42, 24};
   o.validated_ns = 1700000001000000000;
   return o;
 }
@@ -25,6 +25,16 @@ TEST(IndexFormatTest, ValuesRoundTrip) {
   ChunkRecord c{1000, 0xdeadbeefcafef00dULL, 4096, 77, HitState::kProtected, 80};
   EXPECT_EQ(DecodeChunk(EncodeChunk(c)).value(), c);
   EXPECT_TRUE(DecodeIntent(EncodeIntent()).ok());
+}
+
+TEST(IndexFormatTest, ObjectBlocksAreOptional) {
+  ObjectRecord o = SampleObject();
+  std::string v = EncodeObject(o);
+  // A record written before the origin's block count was kept ends without it.
+  ObjectRecord old = DecodeObject(v.substr(0, v.size() - 8)).value();
+  EXPECT_EQ(old.attrs.blocks, -1);
+  old.attrs.blocks = o.attrs.blocks;
+  EXPECT_EQ(old, o);
 }
 
 TEST(IndexFormatTest, SlotFieldsAreOptionalAndRoundTrip) {

@@ -169,14 +169,15 @@ auto Watched(LocalOrigin::Stalls* stalls, const char* op, const std::string& pat
 
 class LocalOriginFile final : public OriginFile {
  public:
+  // noatime: fd was opened O_NOATIME (so is its direct twin).
   LocalOriginFile(int fd, uint64_t size, std::shared_ptr<IoBackend> io,
-                  std::shared_ptr<LocalOrigin::Stalls> stalls, std::string path)
+                  std::shared_ptr<LocalOrigin::Stalls> stalls, std::string path, bool noatime)
       : fd_(fd),
         size_(size),
         io_(std::move(io)),
         stalls_(std::move(stalls)),
         path_(std::move(path)),
-        direct_(O_RDONLY) {}
+        direct_(O_RDONLY | (noatime ? O_NOATIME : 0)) {}
   ~LocalOriginFile() override { ::close(fd_); }
   LocalOriginFile(const LocalOriginFile&) = delete;
   LocalOriginFile& operator=(const LocalOriginFile&) = delete;
@@ -569,8 +570,16 @@ Result<std::unique_ptr<OriginFile>> LocalOrigin::Open(const std::string& path) {
 
 Result<std::unique_ptr<OriginFile>> LocalOrigin::OpenFile(const std::string& path) {
   // O_NONBLOCK: a FIFO swapped in for a file must not block the open.
-  int fd =
-      WithRoot([&](int root) { return OpenBeneath(root, path, O_RDONLY | O_NOCTTY | O_NONBLOCK); });
+  // O_NOATIME: reading through the cache leaves the origin's access time as
+  // the mount shows it; allowed to the file's owner and to root, so another
+  // user's file is opened without it.
+  constexpr int kFlags = O_RDONLY | O_NOCTTY | O_NONBLOCK;
+  bool noatime = true;
+  int fd = WithRoot([&](int root) { return OpenBeneath(root, path, kFlags | O_NOATIME); });
+  if (fd == -EPERM) {
+    noatime = false;
+    fd = WithRoot([&](int root) { return OpenBeneath(root, path, kFlags); });
+  }
   if (fd < 0) return Error(-fd, "open", path);
   struct stat st;
   int err = 0;
@@ -592,8 +601,9 @@ Result<std::unique_ptr<OriginFile>> LocalOrigin::OpenFile(const std::string& pat
     ::close(fd);
     return Error(err, "open", path);
   }
-  return std::unique_ptr<OriginFile>(std::make_unique<LocalOriginFile>(
-      fd, static_cast<uint64_t>(st.st_size), io_, stalls_, stalls_ ? path : std::string()));
+  return std::unique_ptr<OriginFile>(
+      std::make_unique<LocalOriginFile>(fd, static_cast<uint64_t>(st.st_size), io_, stalls_,
+                                        stalls_ ? path : std::string(), noatime));
 }
 
 // Xattrs cannot be read through an O_PATH fd (fgetxattr gives EBADF), and a

@@ -50,6 +50,7 @@ ObjectAttrs AttrsOf(const struct stat& st) {
   a.gid = st.st_gid;
   a.nlink = st.st_nlink;
   a.atime_ns = static_cast<int64_t>(st.st_atim.tv_sec) * 1000000000 + st.st_atim.tv_nsec;
+  a.blocks = static_cast<int64_t>(st.st_blocks);
   return a;
 }
 
@@ -365,7 +366,8 @@ std::shared_ptr<ObjectVersion> ObjectCacheImpl::MakeVersion(const std::string& p
   st.st_ino = rec.identity.ino;
   st.st_dev = rec.identity.dev;
   st.st_blksize = 4096;
-  st.st_blocks = static_cast<blkcnt_t>((rec.identity.size + 511) / 512);
+  st.st_blocks = rec.attrs.blocks >= 0 ? static_cast<blkcnt_t>(rec.attrs.blocks)
+                                       : static_cast<blkcnt_t>((rec.identity.size + 511) / 512);
   st.st_atim = ToTimespec(rec.attrs.atime_ns);
   st.st_mtim = ToTimespec(rec.identity.mtime_ns);
   st.st_ctim = ToTimespec(rec.identity.ctime_ns);

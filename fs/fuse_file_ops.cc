@@ -15,15 +15,12 @@
 #include "fs/errno_map.h"
 #include "fs/fuse_ops_internal.h"
 #include "fs/fuse_reply.h"
+#include "fs/posix_rules.h"
 #include "util/log.h"
 
 namespace stoker::fuse_ops {
 
 namespace {
-
-bool WantsWrite(int flags) {
-  return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT | O_APPEND)) != 0;
-}
 
 // A fuse_bufvec with room for n buffers (the struct declares one).
 struct BufVec {

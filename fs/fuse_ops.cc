@@ -14,6 +14,7 @@
 #include "fs/errno_map.h"
 #include "fs/fs_path.h"
 #include "fs/fuse_ops_internal.h"
+#include "fs/posix_rules.h"
 #include "fs/fuse_reply.h"
 #include "util/log.h"
 
@@ -169,6 +170,14 @@ void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   MaybeReturnMemory(fs);
 }
 
+// The attributes of node ino: a control file's, or its origin path's (AttrOf).
+Result<struct stat> NodeAttr(FsContext& fs, fuse_ino_t ino) {
+  if (ControlFiles::IsVirtual(ino)) return ControlAttr(fs, ino);
+  Result<std::string> path = fs.inodes.Path(ino);
+  if (!path.ok()) return path.status();
+  return AttrOf(fs, *path);
+}
+
 void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   Reply reply(req, "getattr");
   RunOp(reply, [&] {
@@ -177,12 +186,7 @@ void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
       reply.Attr(ControlAttr(fs, ino), AttrTimeoutOf(fs, ino));
       return;
     }
-    Result<std::string> path = fs.inodes.Path(ino);
-    if (!path.ok()) {
-      reply.Err(ErrnoFor(path.status()));
-      return;
-    }
-    Result<struct stat> st = AttrOf(fs, *path);
+    Result<struct stat> st = NodeAttr(fs, ino);
     if (!st.ok()) {
       reply.Err(ErrnoFor(st.status()));
       return;
@@ -302,11 +306,17 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   });
 }
 
-void Access(fuse_req_t req, fuse_ino_t /*ino*/, int mask) {
+void Access(fuse_req_t req, fuse_ino_t ino, int mask) {
   Reply reply(req, "access");
-  // Without default_permissions the mount does not check modes (FUSE's usual
-  // model: only the mounting user, or all with allow_other); writes never.
-  RunOp(reply, [&] { reply.Err((mask & W_OK) ? EROFS : 0); });
+  // Asked only without default_permissions, where the mount checks no modes
+  // (FUSE's own model: its user, or all with allow_other) beyond what every
+  // file system says alike: no write to a file, directory or symlink of a
+  // read-only one (the kernel answers that before asking), and execute only
+  // where an x bit is set, whoever asks (root included; fs/posix_rules.h).
+  RunOp(reply, [&] {
+    Result<struct stat> st = NodeAttr(Ctx(req), ino);
+    reply.Err(st.ok() ? AccessErrno(st->st_mode, mask) : ErrnoFor(st.status()));
+  });
 }
 
 fuse_lowlevel_ops MakeOps() {

@@ -148,6 +148,10 @@ Args FuseArgs(const MountOptions& options, const std::string& fsname) {
     a.strings.push_back("-o");
     a.strings.push_back(o);
   }
+  if (options.check_permissions) {
+    a.strings.push_back("-o");
+    a.strings.push_back("default_permissions");
+  }
   a.strings.push_back("-o");
   a.strings.push_back("ro");  // last, so that no user option makes it writable
   return a;
@@ -378,6 +382,10 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
     }
     if (!RaiseReadahead(d, kReadaheadKb)) {
       LOG_DEBUG("could not raise read-ahead to {} KiB", kReadaheadKb);
+    }
+    if (!options.check_permissions) {
+      LOG_WARN("--no-default-permissions: the origin's modes are not checked; every user the "
+               "mount lets in reads every file");
     }
     LOG_INFO("mounted {} at {}", fs.origin->Describe(), mountpoint);
     ready.Send("ok");

@@ -23,8 +23,13 @@ struct MountOptions {
   OriginOptions origin_options;  // cache/origin.h
   std::string mountpoint;        // must exist and be empty; a stale FUSE mount is cleared
   CacheOptions cache;
-  // -o options for FUSE, passed through ("allow_other", "default_permissions").
+  // -o options for FUSE, passed through ("allow_other").
   std::vector<std::string> fuse_options;
+  // The kernel checks the origin's mode bits, owner and group for every
+  // caller (FUSE default_permissions). Default: on. Off
+  // (--no-default-permissions): FUSE's own model, where whoever the mount
+  // lets in (its user; every user with allow_other) reads every file.
+  bool check_permissions = true;
   // Worker threads of the FUSE loop. Default: 0 = up to 64, started only
   // when all are busy.
   int fuse_threads = 0;

@@ -417,6 +417,12 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   STOKER_RETURN_IF_ERROR(ToOriginOptions(args, o.cache.revalidate_seconds, &o.origin_options));
   o.origin_options.io_backend = o.cache.io_backend;  // a local origin's reads too
   o.fuse_options = SplitFuseOptions(args.fuse_options);
+  o.check_permissions = args.default_permissions;
+  for (const std::string& f : o.fuse_options) {
+    if (f == "default_permissions" && !o.check_permissions) {
+      return Status::Invalid("-o default_permissions contradicts --no-default-permissions");
+    }
+  }
   std::set<std::string> view_names;
   for (const std::string& v : args.views) {
     Result<ViewSpec> spec = ParseViewSpec(v);
@@ -475,8 +481,12 @@ Subcommand AddMountCommand(CLI::App& root) {
                 "Keep the mount across a daemon crash (the default): a supervisor process holds "
                 "/dev/fuse and starts a new daemon on it, so readers see a pause instead of "
                 "errors; --no-supervise: one process, and a crash leaves the mount dead");
+  app->add_flag("--default-permissions,!--no-default-permissions", args->default_permissions,
+                "The kernel checks the origin's mode bits, owner and group for every reader (the "
+                "default); --no-default-permissions: whoever the mount lets in (every user with "
+                "-o allow_other) reads every file");
   app->add_option("-o", args->fuse_options,
-                  "FUSE mount options, passed through (allow_other,default_permissions); "
+                  "FUSE mount options, passed through (allow_other lets other users in); "
                   "repeatable")
       ->allow_extra_args(false);
   app->add_option("--io-backend", args->io_backend, "auto, io_uring or syscall")

@@ -67,6 +67,7 @@ struct MountArgs {
   std::string log_file;
   bool foreground = false;
   bool supervise = true;  // --supervise / --no-supervise (fs/supervisor.h)
+  bool default_permissions = true;  // --default-permissions / --no-default-permissions
   bool no_direct_io = false;
   std::vector<std::string> views;             // --view NAME[:OPTIONS], repeatable
   std::string decoder = "auto";               // --decoder auto|cpu|gpu
