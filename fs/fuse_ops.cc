@@ -14,8 +14,8 @@
 #include "fs/errno_map.h"
 #include "fs/fs_path.h"
 #include "fs/fuse_ops_internal.h"
-#include "fs/posix_rules.h"
 #include "fs/fuse_reply.h"
+#include "fs/posix_rules.h"
 #include "util/log.h"
 
 namespace stoker::fuse_ops {
