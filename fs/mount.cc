@@ -384,8 +384,9 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
       LOG_DEBUG("could not raise read-ahead to {} KiB", kReadaheadKb);
     }
     if (!options.check_permissions) {
-      LOG_WARN("--no-default-permissions: the origin's modes are not checked; every user the "
-               "mount lets in reads every file");
+      LOG_WARN(
+          "--no-default-permissions: the origin's modes are not checked; every user the "
+          "mount lets in reads every file");
     }
     LOG_INFO("mounted {} at {}", fs.origin->Describe(), mountpoint);
     ready.Send("ok");
