@@ -66,7 +66,7 @@ struct MountArgs {
   std::string log_level = "info";
   std::string log_file;
   bool foreground = false;
-  bool supervise = true;  // --supervise / --no-supervise (fs/supervisor.h)
+  bool supervise = true;            // --supervise / --no-supervise (fs/supervisor.h)
   bool default_permissions = true;  // --default-permissions / --no-default-permissions
   bool no_direct_io = false;
   std::vector<std::string> views;             // --view NAME[:OPTIONS], repeatable
