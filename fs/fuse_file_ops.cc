@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -318,6 +319,7 @@ Result<std::shared_ptr<FileHandle>> NodeHandleOf(FsContext& fs, fuse_ino_t ino) 
 
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Reply reply(req, "read");
+  const auto start = std::chrono::steady_clock::now();
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
     if (fs.kernel_opens && fi->fh == 0) {
@@ -327,15 +329,16 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info
         return;
       }
       ServeRead(fs, reply, h->get(), size, off);
-      return;
+    } else {
+      Result<FileHandle*> handle = FileOf(fs, ino, fi->fh);
+      if (!handle.ok()) {
+        reply.Err(ErrnoFor(handle.status()));
+        return;
+      }
+      HandleSet<FileHandle>::Use h(*handle);
+      ServeRead(fs, reply, h.operator->(), size, off);
     }
-    Result<FileHandle*> handle = FileOf(fs, ino, fi->fh);
-    if (!handle.ok()) {
-      reply.Err(ErrnoFor(handle.status()));
-      return;
-    }
-    HandleSet<FileHandle>::Use h(*handle);
-    ServeRead(fs, reply, h.operator->(), size, off);
+    fs.read_latency.Add(std::chrono::steady_clock::now() - start);  // the reply is out
   });
 }
 

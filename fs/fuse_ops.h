@@ -55,6 +55,7 @@
 #include "fs/handle_set.h"
 #include "fs/inode_table.h"
 #include "fs/inval_notifier.h"
+#include "fs/metrics.h"
 #include "fs/node_files.h"
 #include "fs/passthrough.h"
 
@@ -117,6 +118,7 @@ struct FsContext {
   };
   std::mutex listings_mu;
   std::unordered_map<uint64_t, Listing> listings;  // GUARDED_BY(listings_mu)
+  LatencyHistogram read_latency;                   // READs, from the request to the reply
   std::atomic<uint64_t> listings_kept{0};          // opendirs that let the kernel keep one
   // At most this many nodes held by the kernel (0: no bound); past it the
   // oldest are shed (InodeTable::Overflow, fuse_ops.cc). Set before the

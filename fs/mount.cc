@@ -30,6 +30,7 @@
 #include "fs/fuse_io.h"
 #include "fs/fuse_ops.h"
 #include "fs/inval_notifier.h"
+#include "fs/metrics.h"
 #include "fs/mountpoint.h"
 #include "fs/supervisor.h"
 #include "util/log.h"
@@ -504,6 +505,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
       j["open_files"] = fs_ptr->files.size();
       j["open_dirs"] = fs_ptr->dirs.size();
       j["inodes"] = fs_ptr->inodes.size();
+      j["read_latency_seconds"] = fs_ptr->read_latency.Json();
     }
     return j;
   };
@@ -573,7 +575,26 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
     return Status::Error(EIO, "could not install signal handlers");
   }
 
+  std::unique_ptr<MetricsServer> metrics;
+  if (!options.metrics.empty()) {
+    Result<sockaddr_in> addr = ParseMetricsAddress(options.metrics);
+    Result<std::unique_ptr<MetricsServer>> started =
+        addr.ok() ? MetricsServer::Start(*addr, stats)
+                  : Result<std::unique_ptr<MetricsServer>>(addr.status());
+    if (started.ok()) {
+      metrics = std::move(started).value();
+      LOG_INFO("metrics for Prometheus at http://{}/metrics", options.metrics);
+    } else if (link != nullptr && link->restart() != nullptr) {
+      // A daemon restarted after a crash keeps serving the mount without.
+      LOG_WARN("{}; this daemon serves no metrics", started.status().message());
+    } else {
+      fuse_remove_signal_handlers(se);
+      fuse_session_destroy(se);
+      return started.status();
+    }
+  }
   Status st = Serve(options, mountpoint, se, early.get(), *fs, *cache, ready, stats, link);
+  metrics.reset();  // its thread reads what goes below
   fuse_remove_signal_handlers(se);
   // Backing ids go with the connection; the leases (pins) before the cache.
   passthrough.Clear();

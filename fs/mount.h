@@ -30,6 +30,9 @@ struct MountOptions {
   // (--no-default-permissions): FUSE's own model, where whoever the mount
   // lets in (its user; every user with allow_other) reads every file.
   bool check_permissions = true;
+  // Where the daemon serves its metrics for Prometheus (fs/metrics.h):
+  // "HOST:PORT", ":PORT" or "PORT" (loopback). Default: "" (none).
+  std::string metrics;
   // Worker threads of the FUSE loop. Default: 0 = up to 64, started only
   // when all are busy.
   int fuse_threads = 0;

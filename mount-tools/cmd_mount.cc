@@ -17,6 +17,7 @@
 #include <set>
 
 #include "fs/fuse_access.h"
+#include "fs/metrics.h"
 #include "fs/mountpoint.h"
 #include "mount-tools/commands.h"
 #include "mount-tools/init_process.h"
@@ -418,6 +419,8 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   o.origin_options.io_backend = o.cache.io_backend;  // a local origin's reads too
   o.fuse_options = SplitFuseOptions(args.fuse_options);
   o.check_permissions = args.default_permissions;
+  if (!args.metrics.empty()) STOKER_RETURN_IF_ERROR(ParseMetricsAddress(args.metrics).status());
+  o.metrics = args.metrics;
   for (const std::string& f : o.fuse_options) {
     if (f == "default_permissions" && !o.check_permissions) {
       return Status::Invalid("-o default_permissions contradicts --no-default-permissions");
@@ -485,6 +488,9 @@ Subcommand AddMountCommand(CLI::App& root) {
                 "The kernel checks the origin's mode bits, owner and group for every reader (the "
                 "default); --no-default-permissions: whoever the mount lets in (every user with "
                 "-o allow_other) reads every file");
+  app->add_option("--metrics", args->metrics,
+                  "Serve metrics for Prometheus at http://ADDR:PORT/metrics: HOST:PORT, or :PORT "
+                  "or PORT for the loopback address (default: none)");
   app->add_option("-o", args->fuse_options,
                   "FUSE mount options, passed through (allow_other lets other users in); "
                   "repeatable")

@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "fs/metrics.h"
 #include "mount-tools/commands.h"
 #include "mount-tools/mountpoint.h"
 #include "util/size.h"
@@ -53,7 +54,7 @@ std::string Percent(uint64_t part, uint64_t whole) {
   return buf;
 }
 
-int RunStat(const std::string& path, bool json) {
+int RunStat(const std::string& path, bool json, bool prometheus) {
   auto root = FindMountRoot(path);
   if (!root.ok()) {
     PrintError(root.status().message());
@@ -67,6 +68,8 @@ int RunStat(const std::string& path, bool json) {
   if (json) {
     std::fputs(stats->text.c_str(), stdout);
     if (stats->text.empty() || stats->text.back() != '\n') std::fputc('\n', stdout);
+  } else if (prometheus) {
+    std::fputs(MetricsText(stats->json).c_str(), stdout);
   } else {
     std::fputs(FormatStats(stats->json).c_str(), stdout);
   }
@@ -213,12 +216,17 @@ Subcommand AddStatCommand(CLI::App& root) {
   struct Args {
     std::string path;
     bool json = false;
+    bool prometheus = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* app = root.add_subcommand("stat", "Show a mount's cache statistics");
   app->add_option("MOUNTPOINT", args->path, "The mount, or any path under it")->required();
   app->add_flag("--json", args->json, "Print MOUNTPOINT/.stoker/stats.json as it is");
-  return {app, [args] { return RunStat(args->path, args->json); }};
+  app->add_flag("--prometheus", args->prometheus,
+                "Print the metrics the daemon serves with --metrics, in Prometheus's text format "
+                "(for node_exporter's textfile collector)")
+      ->excludes("--json");
+  return {app, [args] { return RunStat(args->path, args->json, args->prometheus); }};
 }
 
 }  // namespace stoker

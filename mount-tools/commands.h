@@ -68,6 +68,7 @@ struct MountArgs {
   bool foreground = false;
   bool supervise = true;            // --supervise / --no-supervise (fs/supervisor.h)
   bool default_permissions = true;  // --default-permissions / --no-default-permissions
+  std::string metrics;              // --metrics ADDR:PORT (fs/metrics.h)
   bool no_direct_io = false;
   std::vector<std::string> views;             // --view NAME[:OPTIONS], repeatable
   std::string decoder = "auto";               // --decoder auto|cpu|gpu
