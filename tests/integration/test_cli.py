@@ -250,3 +250,26 @@ def test_fsck_refuses_while_mounted(mounts, paths):
     r = lib.fsck(cache, "--json")
     assert r.returncode == 0, lib.describe(r)
     json.loads(r.stdout)
+
+
+def help_options(cmd):
+    """The long options `stoker CMD --help` lists (--help itself left out)."""
+    r = lib.run([lib.STOKER_BIN, *cmd, "--help"])
+    assert r.returncode == 0, lib.describe(r)
+    opts = set()
+    for line in r.stdout.split("Options:", 1)[1].splitlines():
+        first = line.strip().split(" ", 1)[0]
+        for name in first.split("{", 1)[0].split(","):
+            if name.startswith("--") and name != "--help":
+                opts.add(name)
+    return opts
+
+
+@pytest.mark.parametrize("cmd", [[], ["mount"], ["unmount"], ["stat"], ["warm"], ["fsck"]],
+                         ids=["stoker", "mount", "unmount", "stat", "warm", "fsck"])
+def test_configuration_doc_has_every_option(cmd):
+    doc = (lib.REPO / "docs" / "configuration.md").read_text()
+    opts = help_options(cmd)
+    assert opts or not cmd, "no options parsed from --help"
+    missing = sorted(o for o in opts if f"`{o}" not in doc)
+    assert not missing, f"docs/configuration.md does not document {missing} of stoker {' '.join(cmd)}"

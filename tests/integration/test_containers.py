@@ -15,7 +15,7 @@ build the same isolation with util-linux (unshare, nsenter, setpriv).
   nothing mounted.
 - A non-root daemon (fusermount3) with allow_other,default_permissions
   enforces the origin's permission bits for other users.
-- The files in docker/ say what the README promises (parsed, linted).
+- The files in docker/ say what docs/containers.md promises (parsed, linted).
 
 Every namespace is torn down by SIGKILL to its PID 1 (which ends every
 process in it, and with the last one its mounts) and every host mount is
@@ -364,7 +364,7 @@ def test_way1_host_mount_read_in_container_as_other_uid(world):
 
 
 def test_way1_binding_the_mountpoint_itself_pins_the_old_mount(world):
-    """Why the README binds the mountpoint's parent: a container that bound
+    """Why docs/containers.md binds the mountpoint's parent: a container that bound
     the mount itself (-v /mnt/stoker/imagenet:/data) keeps the mount it saw,
     so after the daemon stops and restarts it reads ENOTCONN."""
     origin, _, _, mnt, data = way1_layout(world)
@@ -384,7 +384,7 @@ def test_way1_binding_the_mountpoint_itself_pins_the_old_mount(world):
 
 
 def test_way1_without_allow_other_other_uids_are_refused(world):
-    """The pitfall the README names: without allow_other only the daemon's
+    """The pitfall docs/containers.md names: without allow_other only the daemon's
     user may enter the mount, even where the origin's bits allow it."""
     origin, _, host, mnt, data = way1_layout(world)
     m = world.stoker_mount(origin, mnt, world.path / "cache", DEFAULT_ARGS)
@@ -605,8 +605,8 @@ def test_non_root_daemon_allow_other_enforces_origin_bits(world, stop):
 
 
 # ---------------------------------------------------------------------------
-# docker/: what the README promises is what the files say. These need no
-# mount and no root; building the image needs an engine (README).
+# docker/: what docs/containers.md promises is what the files say. These need no
+# mount and no root; building the image needs an engine (docs/containers.md).
 
 DOCKER = lib.REPO / "docker"
 
@@ -806,14 +806,11 @@ def test_yaml_lint():
     assert r.returncode == 0, lib.describe(r)
 
 
-def test_readme_documents_each_way():
-    text = (lib.REPO / "README.md").read_text()
-    section = text.split("## Containers and Kubernetes", 1)
-    assert len(section) == 2, "README has no 'Containers and Kubernetes' section"
-    body = section[1].split("\n## ", 1)[0]
+def test_docs_document_each_way():
+    body = (lib.REPO / "docs" / "containers.md").read_text()
     for promise in ("docker build -f docker/Dockerfile", "--device /dev/fuse", "--cap-add SYS_ADMIN",
                     "rslave", "rshared", "Bidirectional", "HostToContainer", "user_allow_other",
                     "allow_other,default_permissions", "--make-shared", "SELinux", "AppArmor",
                     "docker/compose.yaml", "docker/k8s/daemonset.yaml",
                     "docker/k8s/consumer-pod.yaml", "docker/k8s/sidecar-pod.yaml"):
-        assert promise in body, f"README's container section does not mention {promise!r}"
+        assert promise in body, f"docs/containers.md does not mention {promise!r}"
