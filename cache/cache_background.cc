@@ -269,22 +269,49 @@ void ObjectCacheImpl::EvictToLow() {
   }
 }
 
-Status ObjectCacheImpl::Warm(const std::string& path) {
-  auto st = origin_->Stat(path);
-  if (!st.ok()) return st.status();
-  if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
-    return Status::Invalid("cannot warm '" + path + "': not a file or directory");
+Status ObjectCacheImpl::Warm(const std::string& path) { return StartWarm({path}).status(); }
+
+Result<uint64_t> ObjectCacheImpl::StartWarm(const std::vector<std::string>& paths) {
+  if (paths.empty()) return Status::Invalid("nothing to warm");
+  // Each path checked before any is queued: a job is all of them or none.
+  std::vector<bool> files;
+  for (const std::string& path : paths) {
+    auto st = origin_->Stat(path);
+    if (!st.ok()) return st.status();
+    if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
+      return Status::Invalid("cannot warm '" + path + "': not a file or directory");
+    }
+    files.push_back(S_ISREG(st->st_mode));
   }
-  // A file counts as queued now, so stat shows it at once; a directory's
-  // files count as the walk finds them.
-  bool counted = S_ISREG(st->st_mode);
-  if (counted) counters_.warm_files_queued++;
+  uint64_t id = 0;
   {
     std::lock_guard<std::mutex> l(warm_mu_);
-    warm_queue_.push_back({path, counted});
+    id = next_warm_job_++;
+    auto job = std::make_shared<WarmJob>(id, paths);
+    warm_jobs_.push_back(job);
+    if (warm_jobs_.size() > kMaxWarmJobs) warm_jobs_.pop_front();
+    for (size_t i = 0; i < paths.size(); ++i) {
+      // A file counts as queued now, so stat shows it at once; a
+      // directory's files count as the walk finds them.
+      if (files[i]) counters_.warm_files_queued++;
+      warm_queue_.push_back({paths[i], files[i], job});
+    }
   }
   warm_cv_.notify_one();
-  return Status::OK();
+  return id;
+}
+
+nlohmann::json ObjectCacheImpl::WarmStatus(uint64_t id) {
+  std::lock_guard<std::mutex> l(warm_mu_);
+  if (id == 0) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& job : warm_jobs_) all.push_back(job->Json());
+    return all;
+  }
+  for (const auto& job : warm_jobs_) {
+    if (job->id() == id) return job->Json();
+  }
+  return nullptr;
 }
 
 void ObjectCacheImpl::WarmLoop() {
@@ -292,31 +319,39 @@ void ObjectCacheImpl::WarmLoop() {
   // out files) queues behind readers and prefetch.
   WorkerPool::AsPriority warm(WorkerPool::Priority::kLow);
   for (;;) {
-    std::string root;
-    bool counted = false;
+    WarmEntry entry;
     {
       std::unique_lock<std::mutex> l(warm_mu_);
       warm_cv_.wait(l, [&] { return warm_stop_ || !warm_queue_.empty(); });
       if (warm_stop_) return;
-      root = std::move(warm_queue_.front().first);
-      counted = warm_queue_.front().second;
+      entry = std::move(warm_queue_.front());
       warm_queue_.pop_front();
     }
-    auto queue_file = [&](const std::string& p) {
+    const std::shared_ptr<WarmJob>& job = entry.job;
+    bool counted = entry.counted;
+    auto queue_file = [&](const std::string& p, uint64_t size) {
       if (!counted) counters_.warm_files_queued++;
       counted = false;
-      if (!pool_->Submit(WorkerPool::Priority::kLow, [this, p] { WarmFile(p); })) {
+      job->Found(size);
+      if (!pool_->Submit(WorkerPool::Priority::kLow,
+                         [this, p, size, job] { WarmFile(p, size, job); })) {
         counters_.warm_files_queued--;
+        job->Failed(p, "the daemon is stopping");
       }
     };
+    const std::string& root = entry.path;
     auto st = origin_->Stat(root);
     if (!st.ok()) {
       LOG_WARN("warm '{}': {}", root, st.status().message());
       if (counted) counters_.warm_files_done++;
+      job->Found(0);
+      job->Failed(root, st.status().message());
+      job->RootWalked();
       continue;
     }
     if (S_ISREG(st->st_mode)) {
-      queue_file(root);
+      queue_file(root, static_cast<uint64_t>(st->st_size));
+      job->RootWalked();
       continue;
     }
     if (counted) {
@@ -331,37 +366,53 @@ void ObjectCacheImpl::WarmLoop() {
       }
       std::string dir = std::move(dirs.back());
       dirs.pop_back();
-      std::vector<std::string> files;
+      std::vector<std::pair<std::string, uint64_t>> files;
       Status s = origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
         if (S_ISDIR(e.st.st_mode)) dirs.push_back(JoinPath(dir, e.name));
-        if (S_ISREG(e.st.st_mode)) files.push_back(JoinPath(dir, e.name));
+        if (S_ISREG(e.st.st_mode)) {
+          files.emplace_back(JoinPath(dir, e.name), static_cast<uint64_t>(e.st.st_size));
+        }
         return true;
       });
-      if (!s.ok()) LOG_WARN("warm: {}", s.message());
-      for (const auto& f : files) queue_file(f);
+      if (!s.ok()) {
+        LOG_WARN("warm: {}", s.message());
+        job->Found(0);
+        job->Failed(dir, s.message());
+      }
+      for (const auto& [f, size] : files) queue_file(f, size);
     }
+    job->RootWalked();
   }
 }
 
-void ObjectCacheImpl::WarmFile(const std::string& path) {
+void ObjectCacheImpl::WarmFile(const std::string& path, uint64_t size,
+                               const std::shared_ptr<WarmJob>& job) {
   auto opened = OpenAs(path, false, Opener::kBackground);
   if (!opened.ok()) {
     LOG_WARN("warm '{}': {}", path, opened.status().message());
     counters_.warm_files_done++;
+    job->Failed(path, opened.status().message());
     return;
   }
   const auto& file = opened->file;
   const uint64_t step = std::max<uint64_t>(1, (8ull << 20) / chunk_size_);
+  Status failed;
   for (uint64_t first = 0; first < file->version->chunks; first += step) {
     FetchTally tally;
     Status s = FillRange(file->version, *file->origin, first, first + step, &tally);
     counters_.warm_bytes += tally.bytes;
     if (!s.ok()) {
       LOG_WARN("warm '{}': {}", path, s.message());
+      failed = s;
       break;
     }
   }
   counters_.warm_files_done++;
+  if (failed.ok()) {
+    job->Done(size);
+  } else {
+    job->Failed(path, failed.message());
+  }
 }
 
 }  // namespace stoker

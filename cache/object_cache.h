@@ -203,6 +203,13 @@ class ObjectCache {
   // Queues path (a file, or a directory walked recursively) to be fetched
   // into the cache in the background. Returns once queued.
   virtual Status Warm(const std::string& path) = 0;
+  // Queues paths as one job (cache/warm_job.h); returns its id once queued.
+  // Each path must exist and be a file or a directory.
+  virtual Result<uint64_t> StartWarm(const std::vector<std::string>& paths) = 0;
+  // WarmJob::Json of job id, or an array of every job kept with id 0; null
+  // for a job not kept (the last kMaxWarmJobs are).
+  virtual nlohmann::json WarmStatus(uint64_t id) = 0;
+  static constexpr size_t kMaxWarmJobs = 64;
 
   // The counters and gauges as JSON (the stats.json schema).
   virtual nlohmann::json Stats() = 0;

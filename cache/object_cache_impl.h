@@ -45,6 +45,7 @@
 #include "cache/object_cache.h"
 #include "cache/resident_chunks.h"
 #include "cache/unstored_chunks.h"
+#include "cache/warm_job.h"
 #include "cache/worker_pool.h"
 #include "util/timed_mutex.h"
 
@@ -235,6 +236,8 @@ class ObjectCacheImpl final : public ObjectCache {
   std::unique_ptr<WholeFileLease> HoldVersion(uint64_t object_id, uint64_t version,
                                               uint64_t chunks) override;
   Status Warm(const std::string& path) override;
+  Result<uint64_t> StartWarm(const std::vector<std::string>& paths) override;
+  nlohmann::json WarmStatus(uint64_t id) override;
   nlohmann::json Stats() override;
   CacheCounters& counters() override { return counters_; }
 
@@ -436,7 +439,7 @@ class ObjectCacheImpl final : public ObjectCache {
   void ProcessDrops();
   void EvictToLow();
   void WarmLoop();
-  void WarmFile(const std::string& path);
+  void WarmFile(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
 
   const CacheOptions options_;
   const std::shared_ptr<Origin> origin_;
@@ -504,8 +507,17 @@ class ObjectCacheImpl final : public ObjectCache {
   std::mutex warm_mu_;
   std::condition_variable warm_cv_;
   bool warm_stop_ = false;  // GUARDED_BY(warm_mu_)
-  // Paths to warm, and whether Warm already counted them in warm_files_queued.
-  std::deque<std::pair<std::string, bool>> warm_queue_;  // GUARDED_BY(warm_mu_)
+  // Paths to warm: whether Warm already counted them in warm_files_queued,
+  // and the job they are part of.
+  struct WarmEntry {
+    std::string path;
+    bool counted = false;
+    std::shared_ptr<WarmJob> job;
+  };
+  std::deque<WarmEntry> warm_queue_;  // GUARDED_BY(warm_mu_)
+  // The last kMaxWarmJobs jobs, oldest first.
+  std::deque<std::shared_ptr<WarmJob>> warm_jobs_;  // GUARDED_BY(warm_mu_)
+  uint64_t next_warm_job_ = 1;                      // GUARDED_BY(warm_mu_)
   std::thread warmer_;
 
   // Versions VerifyAhead checks now (at most kMaxVerifyAhead).

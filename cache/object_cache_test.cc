@@ -1232,6 +1232,28 @@ TEST_F(ObjectCacheTest, WarmPullsATreeIntoTheCache) {
   EXPECT_EQ(cache->counters().origin_bytes_read.load(), origin_bytes);
 }
 
+TEST_F(ObjectCacheTest, AWarmJobReportsItsProgress) {
+  Put("d/x", Pattern(3 * kCs, 1));
+  Put("d/sub/y", Pattern(kCs + 5, 2));
+  Put("e", Pattern(7, 3));
+  auto cache = OpenCache();
+  EXPECT_EQ(cache->StartWarm({"d", "missing"}).status().code(), ENOENT) << "all paths or none";
+  EXPECT_TRUE(cache->WarmStatus(0).empty());
+  Result<uint64_t> job = cache->StartWarm({"d", "e"});
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(Eventually([&] { return cache->WarmStatus(*job)["finished"].get<bool>(); }));
+  nlohmann::json j = cache->WarmStatus(*job);
+  EXPECT_EQ(j["files_found"], 3);
+  EXPECT_EQ(j["files_done"], 3);
+  EXPECT_EQ(j["bytes_found"], 4 * kCs + 5 + 7);
+  EXPECT_EQ(j["bytes_done"], j["bytes_found"]);
+  EXPECT_EQ(j["failures"], 0);
+  EXPECT_EQ(j["paths"], nlohmann::json({"d", "e"}));
+  EXPECT_TRUE(j["walked"].get<bool>());
+  EXPECT_EQ(cache->WarmStatus(0).size(), 1u);
+  EXPECT_TRUE(cache->WarmStatus(*job + 1).is_null());
+}
+
 TEST_F(ObjectCacheTest, ASecondDaemonOnTheSameDirIsBusy) {
   auto cache = OpenCache();
   auto second = ObjectCache::Open(options_, origin_);

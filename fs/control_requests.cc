@@ -30,7 +30,7 @@ nlohmann::json Warm(const nlohmann::json& request, ObjectCache& cache,
     }
   }
   if (paths.empty()) return Error("warm: no \"path\" given");
-  size_t queued = 0;
+  std::vector<std::string> rels;
   for (const std::string& p : paths) {
     Result<std::string> rel = NormalizeClientPath(p, mountpoint);
     if (!rel.ok()) return Error(rel.status().message());
@@ -39,11 +39,23 @@ nlohmann::json Warm(const nlohmann::json& request, ObjectCache& cache,
                                                  std::string(ControlFiles::kDirName) + "/") == 0) {
       return Error("warm: '" + p + "' is a control file, not origin data");
     }
-    Status st = cache.Warm(r);
-    if (!st.ok()) return Error(st.message());
-    queued++;
+    rels.push_back(r);
   }
-  return nlohmann::json{{"ok", true}, {"queued", queued}};
+  Result<uint64_t> job = cache.StartWarm(rels);
+  if (!job.ok()) return Error(job.status().message());
+  return nlohmann::json{{"ok", true}, {"queued", rels.size()}, {"job", *job}};
+}
+
+// {"op": "warm_status", "job": N}: that job's progress; without "job",
+// every job the daemon keeps.
+nlohmann::json WarmStatus(const nlohmann::json& request, ObjectCache& cache) {
+  if (!request.contains("job")) return {{"ok", true}, {"jobs", cache.WarmStatus(0)}};
+  if (!request["job"].is_number_unsigned() || request["job"].get<uint64_t>() == 0) {
+    return Error("warm_status: \"job\" must be a job number");
+  }
+  nlohmann::json j = cache.WarmStatus(request["job"].get<uint64_t>());
+  if (j.is_null()) return Error("warm_status: no job " + request["job"].dump());
+  return {{"ok", true}, {"job", j}};
 }
 
 }  // namespace
@@ -58,6 +70,7 @@ nlohmann::json HandleControlRequest(const nlohmann::json& request, ObjectCache& 
   if (op == "ping") return nlohmann::json{{"ok", true}, {"pid", getpid()}};
   if (op == "stats") return nlohmann::json{{"ok", true}, {"stats", stats()}};
   if (op == "warm") return Warm(request, cache, mountpoint);
+  if (op == "warm_status") return WarmStatus(request, cache);
   return Error("unknown control op '" + op + "'");
 }
 

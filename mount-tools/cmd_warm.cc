@@ -1,15 +1,26 @@
 // `stoker warm PATH...`: asks the daemon of each path's mount, over
-// CACHE_DIR/control.sock, to pull the path into the cache in the background.
-// Returns once the daemon has queued it; progress shows in `stoker stat`.
+// CACHE_DIR/control.sock, to pull the paths into the cache in the
+// background, as one job per mount (cache/warm_job.h). Returns once the
+// daemon has queued them, or with --wait once they are done, drawing their
+// progress; `--status MOUNTPOINT` shows the jobs a daemon keeps.
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <thread>
 
 #include "fs/control_socket.h"
 #include "mount-tools/commands.h"
 #include "mount-tools/mountpoint.h"
+#include "util/size.h"
 
 namespace stoker {
 namespace {
@@ -30,32 +41,244 @@ Result<std::string> ViewPath(const std::string& root, const std::string& rel,
   return Status::NotFound("'" + rel + "' is not in view '" + view + "'");
 }
 
-Status WarmOne(const std::string& path, const std::string& view) {
+// A mount's daemon: its root and control socket.
+struct Daemon {
+  std::string root;
+  std::string socket;
+};
+
+Result<Daemon> DaemonOf(const std::string& path) {
   STOKER_ASSIGN_OR_RETURN(std::string root, FindMountRoot(path));
-  char resolved[PATH_MAX];
-  if (realpath(path.c_str(), resolved) == nullptr) return Status::FromErrno("'" + path + "'");
-  std::string rel = RelativeToRoot(root, resolved);
-  if (!view.empty()) {
-    auto in_view = ViewPath(root, rel, view);
-    if (!in_view.ok())
-      return Status::Error(in_view.status().code(),
-                           "warm '" + path + "': " + in_view.status().message());
-    rel = *in_view;
-  }
   STOKER_ASSIGN_OR_RETURN(StatsFile stats, ReadStatsFile(root));
   auto it = stats.json.find("cache_dir");
   if (it == stats.json.end() || !it->is_string()) {
     return Status::Corruption("stats.json of '" + root + "' names no cache_dir");
   }
-  auto reply = ControlRequest(it->get<std::string>() + "/control.sock", WarmRequest(rel));
+  return Daemon{root, it->get<std::string>() + "/control.sock"};
+}
+
+Result<nlohmann::json> Ask(const Daemon& d, const nlohmann::json& request) {
+  auto reply = ControlRequest(d.socket, request);
   if (!reply.ok()) {
-    return Status::Error(reply.status().code(), "warm '" + path +
-                                                    "': cannot reach the daemon of '" + root +
+    return Status::Error(reply.status().code(), "cannot reach the daemon of '" + d.root +
                                                     "': " + reply.status().message());
   }
-  Status st = ParseControlReply(*reply);
-  if (!st.ok()) return Status::Error(st.code(), "warm '" + path + "': " + st.message());
-  return Status::OK();
+  STOKER_RETURN_IF_ERROR(ParseControlReply(*reply));
+  return reply;
+}
+
+// The path relative to its mount's root (in the view, with one).
+Result<std::string> MountRelative(const std::string& root, const std::string& path,
+                                  const std::string& view) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) return Status::FromErrno("'" + path + "'");
+  std::string rel = RelativeToRoot(root, resolved);
+  if (view.empty()) return rel;
+  auto in_view = ViewPath(root, rel, view);
+  if (!in_view.ok()) {
+    return Status::Error(in_view.status().code(),
+                         "warm '" + path + "': " + in_view.status().message());
+  }
+  return in_view;
+}
+
+// One job per mount.
+struct Job {
+  Daemon daemon;
+  std::vector<std::string> rels;
+  uint64_t id = 0;
+  nlohmann::json last;  // its last progress (WarmJob::Json)
+};
+
+std::atomic<bool> g_interrupted{false};
+
+std::string Duration(double s) {
+  const auto t = static_cast<uint64_t>(s + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%u:%02u:%02u", static_cast<unsigned>(t / 3600),
+                static_cast<unsigned>(t / 60 % 60), static_cast<unsigned>(t % 60));
+  return buf;
+}
+
+// One line of progress over all jobs; bar: drawn for a terminal.
+std::string ProgressLine(const std::vector<Job>& jobs, bool bar) {
+  uint64_t files = 0, done = 0, bytes = 0, bytes_done = 0, failures = 0;
+  bool walked = true;
+  double secs = 0;
+  for (const Job& j : jobs) {
+    files += j.last.value("files_found", uint64_t{0});
+    done += j.last.value("files_done", uint64_t{0});
+    bytes += j.last.value("bytes_found", uint64_t{0});
+    bytes_done += j.last.value("bytes_done", uint64_t{0});
+    failures += j.last.value("failures", uint64_t{0});
+    walked = walked && j.last.value("walked", false);
+    secs = std::max(secs, j.last.value("seconds", 0.0));
+  }
+  const double frac = bytes > 0 ? static_cast<double>(bytes_done) / static_cast<double>(bytes) : 0;
+  const double rate = secs > 0 ? static_cast<double>(bytes_done) / secs : 0;
+  std::string line;
+  if (bar) {
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(frac * kWidth);
+    line = "[" + std::string(static_cast<size_t>(filled), '#') +
+           std::string(static_cast<size_t>(kWidth - filled), '.') + "] ";
+  }
+  char pct[16];
+  std::snprintf(pct, sizeof(pct), "%3.0f%%", 100 * frac);
+  line += std::string(pct) + "  " + std::to_string(done) + "/" + std::to_string(files) +
+          (walked ? "" : "+") + " files  " + FormatSize(bytes_done) + " of " + FormatSize(bytes) +
+          (walked ? "" : "+") + "  " + FormatSize(static_cast<uint64_t>(rate)) + "/s";
+  if (walked && rate > 0 && bytes > bytes_done) {
+    line += "  ETA " + Duration(static_cast<double>(bytes - bytes_done) / rate);
+  }
+  if (failures > 0) line += "  " + std::to_string(failures) + " failed";
+  return line;
+}
+
+// Polls the jobs until all are done; draws their progress. Returns the
+// exit status: 0, 1 when a file could not be warmed, 130 on Ctrl-C (the
+// daemons go on).
+int WaitFor(std::vector<Job>& jobs) {
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_interrupted = true; };
+  sigaction(SIGINT, &sa, nullptr);
+  auto last_line = std::chrono::steady_clock::now();
+  bool warned_size = false;
+  for (;;) {
+    bool all = true;
+    for (Job& j : jobs) {
+      auto reply = Ask(j.daemon, {{"op", "warm_status"}, {"job", j.id}});
+      if (!reply.ok()) {
+        if (tty) std::fputc('\n', stdout);
+        PrintError(reply.status().message());
+        return kExitFailure;
+      }
+      j.last = (*reply)["job"];
+      all = all && j.last.value("finished", false);
+      if (!warned_size) {
+        auto stats = ReadStatsFile(j.daemon.root);
+        const uint64_t limit = stats.ok() ? stats->json.value("cache_limit_bytes", uint64_t{0}) : 0;
+        const uint64_t found = j.last.value("bytes_found", uint64_t{0});
+        if (limit > 0 && found > limit) {
+          warned_size = true;
+          std::fprintf(stderr,
+                       "%sstoker: warning: the paths hold %s (or more), beyond the cache's "
+                       "bound of %s: what was warmed first will be evicted\n",
+                       tty ? "\n" : "", FormatSize(found).c_str(), FormatSize(limit).c_str());
+        }
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (tty) {
+      std::printf("\r%s\033[K", ProgressLine(jobs, true).c_str());
+      std::fflush(stdout);
+    } else if (all || now - last_line >= std::chrono::seconds(5)) {
+      std::printf("warm: %s\n", ProgressLine(jobs, false).c_str());
+      std::fflush(stdout);
+      last_line = now;
+    }
+    if (all) break;
+    if (g_interrupted) {
+      if (tty) std::fputc('\n', stdout);
+      for (const Job& j : jobs) {
+        std::fprintf(stderr,
+                     "stoker: the warm goes on in the daemon of '%s'; `stoker warm --status %s` "
+                     "shows it\n",
+                     j.daemon.root.c_str(), j.daemon.root.c_str());
+      }
+      return 130;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 200 : 500));
+  }
+  if (tty) std::fputc('\n', stdout);
+  int rc = kExitOk;
+  for (const Job& j : jobs) {
+    const uint64_t failures = j.last.value("failures", uint64_t{0});
+    if (failures == 0) continue;
+    rc = kExitFailure;
+    for (const auto& f : j.last["failed"]) {
+      PrintError("not warmed: " + j.daemon.root + "/" + f.value("path", std::string()) + ": " +
+                 f.value("error", std::string()));
+    }
+    if (failures > j.last["failed"].size()) {
+      PrintError(std::to_string(failures - j.last["failed"].size()) + " more not warmed in '" +
+                 j.daemon.root + "'");
+    }
+  }
+  return rc;
+}
+
+int ShowStatus(const std::string& path) {
+  auto d = DaemonOf(path);
+  if (!d.ok()) {
+    PrintError(d.status().message());
+    return kExitFailure;
+  }
+  auto reply = Ask(*d, {{"op", "warm_status"}});
+  if (!reply.ok()) {
+    PrintError(reply.status().message());
+    return kExitFailure;
+  }
+  const nlohmann::json& jobs = (*reply)["jobs"];
+  if (jobs.empty()) std::printf("no warm jobs in the daemon of '%s'\n", d->root.c_str());
+  for (const auto& j : jobs) {
+    std::vector<Job> one(1);
+    one[0].last = j;
+    std::string paths;
+    for (const auto& p : j["paths"]) paths += (paths.empty() ? "" : " ") + p.get<std::string>();
+    std::printf("job %s  %s  %s  %s\n", j["job"].dump().c_str(),
+                j.value("finished", false) ? "done   " : "running",
+                ProgressLine(one, false).c_str(), paths.c_str());
+  }
+  return kExitOk;
+}
+
+int RunWarm(std::vector<std::string> paths, const std::string& view, bool wait,
+            const std::string& from) {
+  if (!from.empty()) {
+    std::ifstream in(from);
+    if (!in) {
+      PrintError("--from " + from + ": cannot read it");
+      return kExitUsage;
+    }
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line[0] != '#') paths.push_back(line);
+    }
+  }
+  if (paths.empty()) {
+    PrintError("nothing to warm: give PATHs or --from FILE");
+    return kExitUsage;
+  }
+  std::vector<Job> jobs;
+  std::map<std::string, size_t> by_root;
+  int rc = kExitOk;
+  for (const std::string& path : paths) {
+    auto d = DaemonOf(path);
+    Result<std::string> rel = d.ok() ? MountRelative(d->root, path, view) : d.status();
+    if (!rel.ok()) {
+      PrintError(rel.status().message());
+      rc = kExitFailure;
+      continue;
+    }
+    auto [it, added] = by_root.emplace(d->root, jobs.size());
+    if (added) jobs.push_back(Job{*d, {}, 0, {}});
+    jobs[it->second].rels.push_back(*rel);
+  }
+  std::vector<Job> started;
+  for (Job& j : jobs) {
+    auto reply = Ask(j.daemon, {{"op", "warm"}, {"paths", j.rels}});
+    if (!reply.ok()) {
+      PrintError("warm: " + reply.status().message());
+      rc = kExitFailure;
+      continue;
+    }
+    j.id = reply->value("job", uint64_t{0});
+    started.push_back(j);
+  }
+  if (!wait || started.empty()) return rc;
+  const int waited = WaitFor(started);
+  return rc != kExitOk ? rc : waited;
 }
 
 }  // namespace
@@ -79,22 +302,32 @@ Subcommand AddWarmCommand(CLI::App& root) {
   struct Args {
     std::vector<std::string> paths;
     std::string view;
+    bool wait = false;
+    std::string from;
+    std::string status;
   };
   auto args = std::make_shared<Args>();
   CLI::App* app = root.add_subcommand(
       "warm", "Pull files or directories under a mount into the cache, in the background");
-  app->add_option("PATH", args->paths, "Files or directories under a stoker mount")->required();
+  app->add_option("PATH", args->paths, "Files or directories under a stoker mount");
   app->add_option("--view", args->view,
                   "Warm the decoded view NAME of the PATHs (decode them in the background)");
+  app->add_flag("--wait", args->wait,
+                "Wait until they are in the cache, drawing the progress; Ctrl-C stops waiting, not "
+                "the warm");
+  app->add_option("--from", args->from,
+                  "Warm the paths listed in FILE (one per line), in that order, after the PATHs");
+  app->add_option("--status", args->status,
+                  "Show the warm jobs of the mount at MOUNTPOINT (queued, running, done)");
   return {app, [args] {
-            int rc = kExitOk;
-            for (const auto& path : args->paths) {
-              if (Status st = WarmOne(path, args->view); !st.ok()) {
-                PrintError(st.message());
-                rc = kExitFailure;
+            if (!args->status.empty()) {
+              if (!args->paths.empty() || !args->from.empty()) {
+                PrintError("--status takes no PATHs");
+                return kExitUsage;
               }
+              return ShowStatus(args->status);
             }
-            return rc;
+            return RunWarm(args->paths, args->view, args->wait, args->from);
           }};
 }
 

@@ -115,3 +115,54 @@ def test_warm_pulls_files_into_cache(mounts, tmp_path):
     assert guard.events == [], f"origin read after warm: {guard.events[:5]}"
     assert after["origin_bytes_read"] == mid["origin_bytes_read"], (mid, after)
     m.unmount()
+
+
+def test_warm_wait_returns_when_done_and_reports(mounts, tmp_path):
+    origin = tmp_path / "origin"
+    expected = make_origin(origin)
+    m = mounts.make(origin)
+    r = stoker("warm", "--wait", m.mnt / "big", m.mnt / "small", timeout=120)
+    assert r.returncode == 0, lib.describe(r)
+    # Not a terminal: plain lines, the last one at 100%.
+    last = r.stdout.strip().splitlines()[-1]
+    n_files = len([rel for rel in expected if rel.startswith(("big/", "small/"))])
+    assert last.startswith("warm: 100%") and f" {n_files}/{n_files} files" in last, r.stdout
+    st = m.stats()
+    assert st["warm_files_done"] == n_files, st  # done when --wait returned, not later
+    assert st["origin_bytes_read"] >= sum(os.path.getsize(origin / rel) for rel in expected)
+    # The daemon keeps the job; --status shows it.
+    s = stoker("warm", "--status", m.mnt)
+    assert s.returncode == 0, lib.describe(s)
+    assert re.search(r"^job 1\s+done\s+100%", s.stdout, re.M), s.stdout
+
+
+def test_warm_from_a_list_in_its_order(mounts, tmp_path):
+    origin = tmp_path / "origin"
+    make_origin(origin)
+    m = mounts.make(origin)
+    order = [f"small/s{i:02d}" for i in (7, 3, 41, 12)] + ["big/b2"]
+    listing = tmp_path / "epoch-order.txt"
+    listing.write_text("".join(f"{m.mnt / rel}\n" for rel in order))
+    r = stoker("warm", "--wait", "--from", listing, timeout=120)
+    assert r.returncode == 0, lib.describe(r)
+    st = m.stats()
+    assert st["warm_files_done"] == len(order), st
+    j = json.loads(lib.run(["python3", "-c", "import socket,json,sys; s=socket.socket(socket.AF_UNIX);"
+                            "s.connect(sys.argv[1]); s.sendall(b'{\"op\":\"warm_status\"}\\n');"
+                            "print(s.makefile().readline())", f"{m.cache}/control.sock"]).stdout)
+    assert j["jobs"][-1]["paths"] == order, j
+
+
+def test_warm_beyond_the_cache_says_so_and_bad_paths_fail(mounts, tmp_path):
+    origin = tmp_path / "origin"
+    for i in range(4):
+        lib.write_random(origin / f"f{i}", 3 * CHUNK, lib.seeded(f"warm-big-{i}"))
+    m = mounts.make(origin, args=["--chunk-size", "1M", "--cache-size", "8M"])
+    r = stoker("warm", "--wait", m.mnt, timeout=120)
+    assert "beyond the cache's bound" in r.stderr, lib.describe(r)
+    r = stoker("warm", "--wait", m.mnt / "missing", timeout=30)
+    assert r.returncode == 1 and "missing" in r.stderr, lib.describe(r)
+    r = stoker("warm", "--status", m.mnt, m.mnt / "f0")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, lib.describe(r)
+    r = stoker("warm")
+    assert r.returncode == 2 and "nothing to warm" in r.stderr, lib.describe(r)
