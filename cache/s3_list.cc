@@ -1,9 +1,25 @@
 #include "cache/s3_list.h"
 
 #include "cache/http_date.h"
+#include "cache/url.h"
 #include "cache/xml.h"
 
 namespace stoker {
+namespace {
+
+// A key as listed with encoding-type=url: '+' is a space, %XX a byte (as
+// botocore decodes it). Keys may hold characters XML 1.0 cannot carry.
+Result<std::string> UrlDecodedKey(const std::string& s) {
+  std::string plus = s;
+  for (char& c : plus) c = c == '+' ? ' ' : c;
+  std::string out;
+  if (!PercentDecode(plus, &out)) {
+    return Status::Corruption("ListObjectsV2: a malformed url-encoded key '" + s + "'");
+  }
+  return out;
+}
+
+}  // namespace
 
 Result<S3ListPage> ParseListObjectsV2(const std::string& xml) {
   STOKER_ASSIGN_OR_RETURN(XmlNode root, ParseXml(xml));
@@ -11,10 +27,14 @@ Result<S3ListPage> ParseListObjectsV2(const std::string& xml) {
     return Status::Corruption("not a ListObjectsV2 result: <" + root.name + ">");
   }
   S3ListPage page;
+  const bool url_encoded = root.ChildText("EncodingType") == "url";
+  auto decoded = [&](const std::string& s) -> Result<std::string> {
+    return url_encoded ? UrlDecodedKey(s) : Result<std::string>(s);
+  };
   for (const XmlNode& c : root.children) {
     if (c.name == "Contents") {
       S3Object o;
-      o.key = c.ChildText("Key");
+      STOKER_ASSIGN_OR_RETURN(o.key, decoded(c.ChildText("Key")));
       std::string size = c.ChildText("Size");
       if (o.key.empty() || size.empty() || size.size() > 19 ||
           size.find_first_not_of("0123456789") != std::string::npos) {
@@ -25,7 +45,7 @@ Result<S3ListPage> ParseListObjectsV2(const std::string& xml) {
       o.etag = c.ChildText("ETag");
       page.objects.push_back(std::move(o));
     } else if (c.name == "CommonPrefixes") {
-      std::string p = c.ChildText("Prefix");
+      STOKER_ASSIGN_OR_RETURN(std::string p, decoded(c.ChildText("Prefix")));
       if (!p.empty()) page.prefixes.push_back(std::move(p));
     }
   }

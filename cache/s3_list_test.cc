@@ -59,6 +59,26 @@ TEST(S3ListTest, RefusesWhatIsNotAListing) {
   EXPECT_EQ(ParseListObjectsV2("<html>").status().code(), EBADMSG);
 }
 
+TEST(S3ListTest, UrlEncodedKeysAreDecoded) {
+  Result<S3ListPage> p = ParseListObjectsV2(
+      "<ListBucketResult><EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>"
+      "<Contents><Key>train/a+b%2Bc%01.rec</Key><Size>3</Size></Contents>"
+      "<CommonPrefixes><Prefix>train/sub%20dir/</Prefix></CommonPrefixes></ListBucketResult>");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->objects.size(), 1u);
+  EXPECT_EQ(p->objects[0].key, std::string("train/a b+c\x01.rec"));
+  EXPECT_EQ(p->prefixes, std::vector<std::string>{"train/sub dir/"});
+  // Without EncodingType (a server that ignores the parameter) keys are as listed.
+  p = ParseListObjectsV2(
+      "<ListBucketResult><Contents><Key>a+b</Key><Size>1</Size></Contents>"
+      "</ListBucketResult>");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->objects[0].key, "a+b");
+  EXPECT_FALSE(ParseListObjectsV2("<ListBucketResult><EncodingType>url</EncodingType><Contents>"
+                                  "<Key>a%zz</Key><Size>1</Size></Contents></ListBucketResult>")
+                   .ok());
+}
+
 TEST(S3ListTest, ErrorCode) {
   EXPECT_EQ(S3ErrorCode("<?xml version=\"1.0\"?><Error><Code>SlowDown</Code>"
                         "<Message>Please reduce your request rate.</Message></Error>"),

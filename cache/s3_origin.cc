@@ -186,7 +186,8 @@ Result<S3ListPage> S3Origin::ListPage(const std::string& prefix, const std::stri
                                       int max_keys) {
   std::string query;
   if (!token.empty()) query = "continuation-token=" + PercentEncode(token, false) + "&";
-  query += "delimiter=%2F&list-type=2&max-keys=" + std::to_string(max_keys) +
+  // encoding-type=url: a key may hold characters XML 1.0 cannot carry.
+  query += "delimiter=%2F&encoding-type=url&list-type=2&max-keys=" + std::to_string(max_keys) +
            "&prefix=" + PercentEncode(prefix, false);
   STOKER_ASSIGN_OR_RETURN(HttpResponse resp,
                           client_->Perform(Request(HttpRequest::Method::kGet, "", query)));

@@ -97,6 +97,17 @@ class Reader {
       if (At("</")) {
         size_t e = s_.find('>', pos_);
         if (e == std::string_view::npos) return Bad("end tag not closed");
+        std::string_view name = s_.substr(pos_ + 2, e - pos_ - 2);
+        while (!name.empty() && (name.back() == ' ' || name.back() == '\t' || name.back() == '\n' ||
+                                 name.back() == '\r')) {
+          name.remove_suffix(1);
+        }
+        if (size_t colon = name.rfind(':'); colon != std::string_view::npos) {
+          name.remove_prefix(colon + 1);  // a namespace prefix, dropped as from start tags
+        }
+        if (name != node->name) {
+          return Bad("</" + std::string(name) + "> does not close <" + node->name + ">");
+        }
         pos_ = e + 1;
         return Status::OK();
       }

@@ -28,10 +28,18 @@ TEST(XmlTest, NamespacePrefixIsDropped) {
 }
 
 TEST(XmlTest, RefusesBrokenDocuments) {
-  for (const char* bad : {"", "text", "<R>", "<R><A></R", "<R>&bogus;</R>", "<R>&#;</R>",
-                          "<R>&#xD800;</R>", "<R>&#0;</R>", "<R a=\"x></R>"}) {
+  for (const char* bad :
+       {"", "text", "<R>", "<R><A></R", "<R>&bogus;</R>", "<R>&#;</R>", "<R>&#xD800;</R>",
+        "<R>&#0;</R>", "<R a=\"x></R>", "<R><A></B></R>", "<R><A>x</R></A>", "<R></S>"}) {
     EXPECT_EQ(ParseXml(bad).status().code(), EBADMSG) << bad;
   }
+}
+
+TEST(XmlTest, EndTagsMayCarrySpaceAndPrefix) {
+  Result<XmlNode> r = ParseXml("<s3:R><K>v</K ><s3:L>w</s3:L></s3:R >");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->ChildText("K"), "v");
+  EXPECT_EQ(r->ChildText("L"), "w");
 }
 
 TEST(XmlTest, DecodeEntities) {
