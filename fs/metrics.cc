@@ -263,13 +263,16 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const sockaddr_in& a
                                 nullptr, &Answer, s.get(), MHD_OPTION_SOCK_ADDR, &addr,
                                 MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
   if (s->daemon_ == nullptr) {
-    char host[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
-    return Status::Error(EADDRINUSE, std::string("--metrics: cannot listen on ") + host + ":" +
-                                         std::to_string(ntohs(addr.sin_port)) +
+    return Status::Error(EADDRINUSE, "--metrics: cannot listen on " + AddressText(addr) +
                                          " (in use, or not an address of this host)");
   }
   return s;
+}
+
+std::string AddressText(const sockaddr_in& addr) {
+  char host[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));
+  return std::string(host) + ":" + std::to_string(ntohs(addr.sin_port));
 }
 
 MetricsServer::~MetricsServer() {

@@ -50,6 +50,9 @@ std::string MetricsText(const nlohmann::json& stats);
 // "PORT" for the loopback address.
 Result<sockaddr_in> ParseMetricsAddress(const std::string& text);
 
+// "HOST:PORT" of addr.
+std::string AddressText(const sockaddr_in& addr);
+
 // GET /metrics over HTTP (libmicrohttpd, one thread of its own).
 class MetricsServer {
  public:

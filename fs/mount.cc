@@ -583,7 +583,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
                   : Result<std::unique_ptr<MetricsServer>>(addr.status());
     if (started.ok()) {
       metrics = std::move(started).value();
-      LOG_INFO("metrics for Prometheus at http://{}/metrics", options.metrics);
+      LOG_INFO("metrics for Prometheus at http://{}/metrics", AddressText(*addr));
     } else if (link != nullptr && link->restart() != nullptr) {
       // A daemon restarted after a crash keeps serving the mount without.
       LOG_WARN("{}; this daemon serves no metrics", started.status().message());

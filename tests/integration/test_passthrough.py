@@ -183,7 +183,10 @@ def test_opens_that_cannot_be_passed_through_fall_back_with_their_reason(mounts,
     st = m.stats()
     assert st["passthrough_opens"] == 0
     assert fallbacks(st).get("slab", 0) >= 1
-    assert fallbacks(st).get("empty", 0) >= 2
+    assert fallbacks(st).get("empty", 0) >= 1
+    # Each open fell back; a second open may also find the first one's
+    # release not handled yet (the kernel sends RELEASE after close returns).
+    assert sum(fallbacks(st).values()) == 4, st
     # A node with a normal open stays in that mode until it is released.
     with open(m.mnt / "big", "rb") as first:
         assert first.read(4096) == read_whole(origin / "big")[:4096]
