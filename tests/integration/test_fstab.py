@@ -6,7 +6,12 @@ whose /usr/sbin has the helpers laid over it (as `cmake --install` puts them
 in /sbin), so the host's /sbin is left alone."""
 
 import json
+import os
+import pathlib
+import shutil
 import textwrap
+
+import pytest
 
 import stoker_testlib as lib
 from stoker_testlib import MIB
@@ -85,3 +90,32 @@ def test_unknown_option_is_one_line(tmp_path):
     assert r.returncode == 0, lib.describe(r)
     assert "unknown mount option 'bogus=1'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert r.stdout.split() == ["rc=2", "0"], r.stdout  # the helper's exit status, nothing mounted
+
+
+def test_cmake_install_puts_the_helpers_and_the_unit_in_place(tmp_path):
+    """`cmake --install` (into a DESTDIR): the binary, mount(8)'s and
+    umount(8)'s helpers where mount(8) looks for them, the systemd unit,
+    the docs."""
+    build = pathlib.Path(lib.STOKER_BIN).parent
+    if not (build / "cmake_install.cmake").exists():
+        pytest.skip(f"{build} is not a CMake build directory")
+    dest = tmp_path / "dest"
+    r = lib.run(["cmake", "--install", build], env={**os.environ, "DESTDIR": str(dest)}, timeout=120)
+    assert r.returncode == 0, lib.describe(r)
+    bins = list(dest.rglob("bin/stoker"))
+    assert len(bins) == 1 and os.access(bins[0], os.X_OK), bins
+    installed_bin = "/" + str(bins[0].relative_to(dest))
+    for helper in ("mount.fuse.stoker", "umount.fuse.stoker"):
+        link = dest / "sbin" / helper
+        assert link.is_symlink() and os.readlink(link) == installed_bin, link
+    [unit] = list(dest.rglob("systemd/system/stoker@.service"))
+    text = unit.read_text()
+    assert f"ExecStart={installed_bin} mount $ORIGIN $MOUNTPOINT $OPTIONS" in text
+    assert f"ExecStop={installed_bin} unmount $MOUNTPOINT" in text
+    if shutil.which("systemd-analyze"):
+        v = lib.run(["systemd-analyze", "verify", unit])
+        # The binary is not at its installed path on this machine; nothing else may be wrong.
+        problems = [ln for ln in (v.stdout + v.stderr).splitlines()
+                    if ln.strip() and "is not executable" not in ln]
+        assert not problems, problems
+    assert list(dest.rglob("doc/stoker/configuration.md"))
