@@ -1,7 +1,14 @@
 #include "cache/aws_credentials.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "cache/http_date.h"
+#include "util/log.h"
 
 namespace stoker {
 namespace {
@@ -89,6 +96,147 @@ Result<std::optional<AwsCredentials>> FindAwsCredentials(
   }
   c->source = shown + " [" + profile + "]";
   return c;
+}
+
+Result<AwsCredentials> ParseContainerCredentials(const std::string& json) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  auto text = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>()
+                                                                  : std::string();
+  };
+  AwsCredentials c;
+  c.key_id = text("AccessKeyId");
+  c.secret = text("SecretAccessKey");
+  c.session_token = text("Token");
+  if (c.key_id.empty() || c.secret.empty()) {
+    return Status::Invalid("the container credentials endpoint answered without keys");
+  }
+  if (const std::string exp = text("Expiration"); !exp.empty()) {
+    std::optional<int64_t> t = ParseIso8601(exp);
+    if (!t) return Status::Invalid("the container credentials' Expiration is not a date");
+    c.expires = *t;
+  }
+  return c;
+}
+
+namespace {
+
+// The size and mtime of a file, to tell that it changed; "" if absent.
+std::string FileStamp(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<AwsCredentialProvider>> AwsCredentialProvider::Make(Getenv getenv,
+                                                                           Fetch fetch, Clock now) {
+  auto env = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    return v ? v : "";
+  };
+  Kind kind = Kind::kFile;
+  if (!env("AWS_ACCESS_KEY_ID").empty() || !env("AWS_SECRET_ACCESS_KEY").empty()) {
+    kind = Kind::kEnvironment;
+  } else if (!env("AWS_CONTAINER_CREDENTIALS_FULL_URI").empty() ||
+             !env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").empty()) {
+    kind = Kind::kContainer;
+  }
+  std::unique_ptr<AwsCredentialProvider> p(
+      new AwsCredentialProvider(kind, std::move(getenv), std::move(fetch), std::move(now)));
+  std::lock_guard<std::mutex> l(p->mu_);
+  Status s = p->RefreshLocked();
+  if (!s.ok()) return s;
+  if (p->current_.key_id.empty()) return std::unique_ptr<AwsCredentialProvider>();  // anonymous
+  return p;
+}
+
+Status AwsCredentialProvider::RefreshLocked() {
+  auto env = [&](const char* name) -> std::string {
+    const char* v = getenv_(name);
+    return v ? v : "";
+  };
+  fetched_at_ = now_();
+  stale_ = false;
+  if (kind_ == Kind::kContainer) {
+    std::string url = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    if (url.empty()) url = "http://169.254.170.2" + env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+    std::vector<std::string> headers;
+    std::string token = env("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+    if (const std::string file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"); !file.empty()) {
+      std::ifstream in(file);  // read at every fetch: a projected token rotates
+      if (!in) return Status::Invalid("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE: cannot read it");
+      std::getline(in, token);
+    }
+    if (!token.empty()) headers.push_back("Authorization: " + token);
+    Result<std::string> body = fetch_(url, headers);
+    if (!body.ok()) {
+      return Status::Error(body.status().code(),
+                           "container credentials: " + body.status().message());
+    }
+    STOKER_ASSIGN_OR_RETURN(AwsCredentials c, ParseContainerCredentials(*body));
+    c.source = "the container credentials endpoint";
+    current_ = std::move(c);
+    return Status::OK();
+  }
+  if (kind_ == Kind::kFile) {
+    std::string file = env("AWS_SHARED_CREDENTIALS_FILE");
+    if (file.empty() && !env("HOME").empty()) file = env("HOME") + "/.aws/credentials";
+    file_stamp_ = FileStamp(file);
+    file_checked_at_ = fetched_at_;
+  }
+  STOKER_ASSIGN_OR_RETURN(std::optional<AwsCredentials> found, FindAwsCredentials(getenv_));
+  current_ = found ? std::move(*found) : AwsCredentials{};
+  return Status::OK();
+}
+
+Result<AwsCredentials> AwsCredentialProvider::Get() {
+  std::lock_guard<std::mutex> l(mu_);
+  const int64_t now = now_();
+  bool refresh = stale_;
+  if (kind_ == Kind::kContainer && current_.expires != 0) {
+    const int64_t margin =
+        std::min<int64_t>(300, std::max<int64_t>(1, (current_.expires - fetched_at_) / 4));
+    refresh = refresh || now >= current_.expires - margin;
+  }
+  if (kind_ == Kind::kFile && now - file_checked_at_ >= 5) {
+    file_checked_at_ = now;
+    const char* f = getenv_("AWS_SHARED_CREDENTIALS_FILE");
+    const char* home = getenv_("HOME");
+    const std::string file =
+        f && *f ? f : (home && *home ? std::string(home) + "/.aws/credentials" : "");
+    refresh = refresh || FileStamp(file) != file_stamp_;
+  }
+  if (refresh && kind_ != Kind::kEnvironment && now >= retry_after_) {
+    AwsCredentials before = current_;
+    Status s = RefreshLocked();
+    if (!s.ok() || current_.key_id.empty()) {
+      // Keep what there was while it is still good; the next Get tries again.
+      current_ = before;
+      stale_ = true;
+      retry_after_ = now + 1;
+      if (current_.key_id.empty() || (current_.expires != 0 && now >= current_.expires)) {
+        return s.ok() ? Status::Error(EACCES, "the AWS credentials are gone") : s;
+      }
+      LOG_WARN("refreshing the AWS credentials: {}; the current ones are kept",
+               s.ok() ? "none found" : s.message());
+    } else if (current_.key_id != before.key_id) {
+      LOG_INFO("AWS credentials refreshed from {}", current_.source);
+    }
+  }
+  return current_;
+}
+
+void AwsCredentialProvider::Invalidate() {
+  std::lock_guard<std::mutex> l(mu_);
+  stale_ = true;
+}
+
+std::string AwsCredentialProvider::source() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return current_.source;
 }
 
 }  // namespace stoker

@@ -88,5 +88,131 @@ TEST(AwsCredentialsTest, EnvironmentFirstThenFile) {
   rmdir(dir);
 }
 
+// A fake world for AwsCredentialProvider: an environment, a clock and a
+// container credentials endpoint that hands out numbered keys.
+struct World {
+  std::map<std::string, std::string> env;
+  int64_t now = 1'800'000'000;
+  int fetches = 0;
+  bool endpoint_down = false;
+  int64_t lifetime = 600;
+  std::vector<std::string> last_headers;
+  AwsCredentialProvider::Getenv getenv() {
+    return [this](const char* n) -> const char* {
+      auto it = env.find(n);
+      return it == env.end() ? nullptr : it->second.c_str();
+    };
+  }
+  AwsCredentialProvider::Fetch fetch() {
+    return [this](const std::string& url,
+                  const std::vector<std::string>& headers) -> Result<std::string> {
+      last_headers = headers;
+      if (endpoint_down) return Status::Error(ECONNREFUSED, url + ": refused");
+      ++fetches;
+      const std::string expires = FormatIso(now + lifetime);
+      return "{\"AccessKeyId\": \"AK" + std::to_string(fetches) +
+             "\", \"SecretAccessKey\": \"s\", \"Token\": \"t\", \"Expiration\": \"" + expires +
+             "\"}";
+    };
+  }
+  AwsCredentialProvider::Clock clock() {
+    return [this] { return now; };
+  }
+  static std::string FormatIso(int64_t t) {
+    time_t tt = static_cast<time_t>(t);
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+  }
+};
+
+TEST(AwsCredentialsTest, ContainerCredentialsParse) {
+  Result<AwsCredentials> c = ParseContainerCredentials(
+      R"({"AccessKeyId":"AK","SecretAccessKey":"S","Token":"T","Expiration":"2027-01-01T00:00:00Z"})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->key_id, "AK");
+  EXPECT_EQ(c->session_token, "T");
+  EXPECT_EQ(c->expires, 1798761600);
+  EXPECT_FALSE(ParseContainerCredentials(R"({"AccessKeyId":"AK"})").ok());
+  EXPECT_FALSE(ParseContainerCredentials("not json").ok());
+  EXPECT_FALSE(
+      ParseContainerCredentials(R"({"AccessKeyId":"AK","SecretAccessKey":"S","Expiration":"soon"})")
+          .ok());
+}
+
+TEST(AwsCredentialsTest, ContainerKeysAreFetchedAgainBeforeTheyExpire) {
+  World w;
+  w.env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "http://127.0.0.1:1/creds";
+  w.env["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "secret-token";
+  auto p = AwsCredentialProvider::Make(w.getenv(), w.fetch(), w.clock());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_NE(*p, nullptr);
+  EXPECT_EQ(w.last_headers, std::vector<std::string>{"Authorization: secret-token"});
+  EXPECT_EQ((*p)->Get()->key_id, "AK1");
+  EXPECT_EQ((*p)->source().find("secret"), std::string::npos);
+  w.now += 400;  // 200 s left of 600; the margin is a quarter of the lifetime, 150 s
+  EXPECT_EQ((*p)->Get()->key_id, "AK1");
+  w.now += 60;  // 140 s left: within the margin
+  EXPECT_EQ((*p)->Get()->key_id, "AK2");
+  EXPECT_EQ(w.fetches, 2);
+  // Refused by the server: fetched again at the next Get.
+  (*p)->Invalidate();
+  EXPECT_EQ((*p)->Get()->key_id, "AK3");
+  // The endpoint down: the keys held are kept while they are good...
+  w.endpoint_down = true;
+  w.now += 500;
+  Result<AwsCredentials> kept = (*p)->Get();
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->key_id, "AK3");
+  // ... and past their expiry the failure is the answer.
+  w.now += 200;
+  EXPECT_FALSE((*p)->Get().ok());
+  w.endpoint_down = false;
+  w.now += 2;
+  EXPECT_EQ((*p)->Get()->key_id, "AK4");
+}
+
+TEST(AwsCredentialsTest, ACredentialsFileIsReadAgainWhenItChanges) {
+  char dir[] = "/tmp/stoker-aws-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/credentials";
+  std::ofstream(file) << "[default]\naws_access_key_id = AK1\naws_secret_access_key = s1\n";
+  World w;
+  w.env["AWS_SHARED_CREDENTIALS_FILE"] = file;
+  auto p = AwsCredentialProvider::Make(w.getenv(), w.fetch(), w.clock());
+  ASSERT_TRUE(p.ok() && *p);
+  EXPECT_EQ((*p)->Get()->key_id, "AK1");
+  std::ofstream(file) << "[default]\naws_access_key_id = AK22\naws_secret_access_key = s2\n";
+  EXPECT_EQ((*p)->Get()->key_id, "AK1");  // looked at every 5 s at most
+  w.now += 5;
+  EXPECT_EQ((*p)->Get()->key_id, "AK22");
+  EXPECT_EQ(w.fetches, 0);
+  unlink(file.c_str());
+  rmdir(dir);
+}
+
+TEST(AwsCredentialsTest, EnvironmentKeysStayAndNothingIsAnonymous) {
+  World w;
+  w.env["AWS_ACCESS_KEY_ID"] = "AKENV";
+  w.env["AWS_SECRET_ACCESS_KEY"] = "s";
+  w.env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "http://127.0.0.1:1/creds";
+  auto p = AwsCredentialProvider::Make(w.getenv(), w.fetch(), w.clock());
+  ASSERT_TRUE(p.ok() && *p);
+  (*p)->Invalidate();
+  EXPECT_EQ((*p)->Get()->key_id, "AKENV");
+  EXPECT_EQ(w.fetches, 0);
+  World none;
+  none.env["HOME"] = "/nonexistent";
+  auto anonymous = AwsCredentialProvider::Make(none.getenv(), none.fetch(), none.clock());
+  ASSERT_TRUE(anonymous.ok());
+  EXPECT_EQ(*anonymous, nullptr);
+  World down;
+  down.env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "http://127.0.0.1:1/creds";
+  down.endpoint_down = true;
+  EXPECT_FALSE(AwsCredentialProvider::Make(down.getenv(), down.fetch(), down.clock()).ok());
+}
+
 }  // namespace
 }  // namespace stoker

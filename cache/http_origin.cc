@@ -238,8 +238,9 @@ Result<std::unique_ptr<OriginFile>> HttpOrigin::Open(const std::string& path) {
   if (e.is_dir) return Status::Error(EISDIR, base_ + path + ": is a directory");
   HttpRequest get;
   get.url = UrlOf(path, false);
-  return std::unique_ptr<OriginFile>(
-      std::make_unique<RemoteFile>(client_, std::move(get), StatOf(path, e), e.etag, base_ + path));
+  return std::unique_ptr<OriginFile>(std::make_unique<RemoteFile>(
+      [client = client_](const HttpRequest& r) { return client->Perform(r); }, std::move(get),
+      StatOf(path, e), e.etag, base_ + path));
 }
 
 Result<std::string> HttpOrigin::GetXattr(const std::string& path, const std::string& name) {

@@ -39,9 +39,9 @@ Status RemoteError(long http_status, const std::string& what, const std::string&
   return Status::Error(code, msg);
 }
 
-RemoteFile::RemoteFile(std::shared_ptr<HttpClient> client, HttpRequest get, const struct stat& st,
-                       std::string etag, std::string what)
-    : client_(std::move(client)),
+RemoteFile::RemoteFile(Perform perform, HttpRequest get, const struct stat& st, std::string etag,
+                       std::string what)
+    : perform_(std::move(perform)),
       get_(std::move(get)),
       st_(st),
       etag_(std::move(etag)),
@@ -56,7 +56,7 @@ Result<size_t> RemoteFile::ReadAt(void* buf, size_t len, uint64_t off) {
   if (!etag_.empty() && etag_.rfind("W/", 0) != 0) req.headers.push_back("If-Match: " + etag_);
   req.sink = static_cast<char*>(buf);
   req.sink_len = len;
-  STOKER_ASSIGN_OR_RETURN(HttpResponse resp, client_->Perform(req));
+  STOKER_ASSIGN_OR_RETURN(HttpResponse resp, perform_(req));
   if (resp.status == 416) return RemoteError(412, what_, "it is shorter now");
   if (resp.status != 206) return RemoteError(resp.status, what_, "");
   std::string etag = resp.Header("etag");

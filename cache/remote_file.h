@@ -14,6 +14,7 @@
 
 #include <sys/stat.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,16 +25,18 @@ namespace stoker {
 
 class RemoteFile final : public OriginFile {
  public:
-  // get: a GET of the whole object (its URL and signing); st and etag: what
-  // Stat said of it. what names it in messages ("s3://b/key").
-  RemoteFile(std::shared_ptr<HttpClient> client, HttpRequest get, const struct stat& st,
-             std::string etag, std::string what);
+  // How a request is sent (signed, where the origin signs).
+  using Perform = std::function<Result<HttpResponse>(const HttpRequest&)>;
+  // get: a GET of the whole object; st and etag: what Stat said of it. what
+  // names it in messages ("s3://b/key").
+  RemoteFile(Perform perform, HttpRequest get, const struct stat& st, std::string etag,
+             std::string what);
 
   Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override;
   Result<OriginIdentity> Identity() override { return IdentityFromStat(st_); }
 
  private:
-  const std::shared_ptr<HttpClient> client_;
+  const Perform perform_;
   const HttpRequest get_;
   const struct stat st_;
   const std::string etag_;

@@ -77,9 +77,28 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
   }
   cfg.endpoint = e->scheme + "://" + e->host;
   cfg.path_style = options.s3_path_style || IsAddressOrLocalhost(e->host);
-  STOKER_ASSIGN_OR_RETURN(cfg.credentials, FindAwsCredentials(std::getenv));
+  // Credentials endpoints are asked through a client of their own (no
+  // backoff shared with the bucket's).
+  auto fetcher = std::make_shared<HttpClient>(ClientOptions(options));
+  AwsCredentialProvider::Fetch fetch =
+      [fetcher](const std::string& url,
+                const std::vector<std::string>& headers) -> Result<std::string> {
+    HttpRequest req;
+    req.url = url;
+    req.headers = headers;
+    req.max_retries = 2;
+    STOKER_ASSIGN_OR_RETURN(HttpResponse r, fetcher->Perform(req));
+    if (r.status != 200)
+      return Status::Error(EACCES, url + " answered HTTP " + std::to_string(r.status));
+    return r.body;
+  };
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<AwsCredentialProvider> provider,
+                          AwsCredentialProvider::Make(std::getenv, fetch, [] {
+                            return static_cast<int64_t>(std::time(nullptr));
+                          }));
+  cfg.credentials = std::move(provider);
   if (cfg.credentials) {
-    LOG_INFO("s3://{}: credentials from {}", cfg.bucket, cfg.credentials->source);
+    LOG_INFO("s3://{}: credentials from {}", cfg.bucket, cfg.credentials->source());
   } else {
     LOG_INFO("s3://{}: no AWS credentials found; requests are anonymous", cfg.bucket);
   }
@@ -90,7 +109,7 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
   // keys are good, the prefix holds something.
   HttpRequest probe = origin->ListOneKey();
   probe.max_retries = std::min(options.retries, kProbeRetries);
-  Result<HttpResponse> r = origin->client_->Perform(probe);
+  Result<HttpResponse> r = origin->Perform(probe);
   if (!r.ok()) {
     return Status::Error(r.status().code(),
                          what + ": cannot reach " + cfg.endpoint + ": " + r.status().message());
@@ -102,11 +121,11 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
                               cfg.endpoint);
     }
     if (r->status == 403 || r->status == 401) {
-      return Status::Error(EACCES, what + ": access denied (" +
-                                       (code.empty() ? "HTTP " + std::to_string(r->status) : code) +
-                                       "); check the credentials (" +
-                                       (cfg.credentials ? cfg.credentials->source : "none found") +
-                                       ")");
+      return Status::Error(EACCES,
+                           what + ": access denied (" +
+                               (code.empty() ? "HTTP " + std::to_string(r->status) : code) +
+                               "); check the credentials (" +
+                               (cfg.credentials ? cfg.credentials->source() : "none found") + ")");
     }
     if (r->status == 301 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
       return Status::Invalid(what + ": the bucket is not in region " + cfg.region +
@@ -162,24 +181,59 @@ HttpRequest S3Origin::Request(HttpRequest::Method method, const std::string& key
   // Query parameters in name order, values fully encoded: libcurl signs the
   // query as given, and that is SigV4's canonical form.
   if (!query.empty()) req.url += "?" + query;
-  if (cfg_.credentials) {
-    // S3 wants the payload's SHA-256 signed, and libcurl 7.88 signs the
-    // header only when given. Only GET and HEAD are sent: the payload is
-    // always empty, and this is the SHA-256 of nothing.
-    req.headers.push_back(
-        "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    req.aws_sigv4 = "aws:amz:" + cfg_.region + ":s3";
-    req.aws_key_id = cfg_.credentials->key_id;
-    req.aws_secret = cfg_.credentials->secret;
-    if (!cfg_.credentials->session_token.empty()) {
-      req.headers.push_back("x-amz-security-token: " + cfg_.credentials->session_token);
-    }
-  }
   return req;
 }
 
 Status S3Origin::ErrorOf(const HttpResponse& resp, const std::string& what) const {
   return RemoteError(resp.status, what, S3ErrorCode(resp.body));
+}
+
+namespace {
+
+// Signs req with c (SigV4 through libcurl).
+void Sign(HttpRequest& req, const AwsCredentials& c, const std::string& region) {
+  // S3 wants the payload's SHA-256 signed, and libcurl 7.88 signs the
+  // header only when given. Only GET and HEAD are sent: the payload is
+  // always empty, and this is the SHA-256 of nothing.
+  req.headers.push_back(
+      "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  req.aws_sigv4 = "aws:amz:" + region + ":s3";
+  req.aws_key_id = c.key_id;
+  req.aws_secret = c.secret;
+  if (!c.session_token.empty()) req.headers.push_back("x-amz-security-token: " + c.session_token);
+}
+
+// The answers of S3 to keys that are no longer good. A HEAD's answer has
+// no body to say why: its 400 or 403 is taken as one (a request more, with
+// fresh keys, where it was not).
+bool KeysRefused(const HttpRequest& req, const HttpResponse& r) {
+  if (r.status != 400 && r.status != 403) return false;
+  if (req.method == HttpRequest::Method::kHead && r.body.empty()) return true;
+  const std::string code = S3ErrorCode(r.body);
+  return code == "ExpiredToken" || code == "InvalidToken" || code == "TokenRefreshRequired" ||
+         code == "InvalidAccessKeyId" || code == "RequestExpired";
+}
+
+}  // namespace
+
+// Signs req with the credentials of now and performs it; keys the server
+// refuses as no longer good are replaced and the request sent once more.
+static Result<HttpResponse> PerformSigned(HttpClient& client, AwsCredentialProvider* credentials,
+                                          const std::string& region, const HttpRequest& req) {
+  if (credentials == nullptr) return client.Perform(req);
+  for (int attempt = 0;; ++attempt) {
+    STOKER_ASSIGN_OR_RETURN(AwsCredentials c, credentials->Get());
+    HttpRequest signed_req = req;
+    Sign(signed_req, c, region);
+    Result<HttpResponse> r = client.Perform(signed_req);
+    if (attempt > 0 || !r.ok() || !credentials->CanRefresh() || !KeysRefused(req, *r)) return r;
+    LOG_INFO("the S3 server refused the keys ({}); replacing them", S3ErrorCode(r->body));
+    credentials->Invalidate();
+  }
+}
+
+Result<HttpResponse> S3Origin::Perform(const HttpRequest& req) const {
+  return PerformSigned(*client_, cfg_.credentials.get(), cfg_.region, req);
 }
 
 Result<S3ListPage> S3Origin::ListPage(const std::string& prefix, const std::string& token,
@@ -190,7 +244,7 @@ Result<S3ListPage> S3Origin::ListPage(const std::string& prefix, const std::stri
   query += "delimiter=%2F&encoding-type=url&list-type=2&max-keys=" + std::to_string(max_keys) +
            "&prefix=" + PercentEncode(prefix, false);
   STOKER_ASSIGN_OR_RETURN(HttpResponse resp,
-                          client_->Perform(Request(HttpRequest::Method::kGet, "", query)));
+                          Perform(Request(HttpRequest::Method::kGet, "", query)));
   const std::string what = "listing s3://" + cfg_.bucket + "/" + prefix;
   if (resp.status != 200) return ErrorOf(resp, what);
   Result<S3ListPage> page = ParseListObjectsV2(resp.body);
@@ -242,8 +296,8 @@ Result<ListingCache::Listing> S3Origin::List(const std::string& dir) {
 }
 
 Result<RemoteEntry> S3Origin::Head(const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(HttpResponse resp, client_->Perform(Request(HttpRequest::Method::kHead,
-                                                                      cfg_.prefix + path, "")));
+  STOKER_ASSIGN_OR_RETURN(HttpResponse resp,
+                          Perform(Request(HttpRequest::Method::kHead, cfg_.prefix + path, "")));
   if (resp.status != 200) return ErrorOf(resp, Name(path));
   std::string len = resp.Header("content-length");
   if (len.empty() || len.size() > 19 || len.find_first_not_of("0123456789") != std::string::npos) {
@@ -327,9 +381,15 @@ Result<std::unique_ptr<OriginFile>> S3Origin::Open(const std::string& path) {
     }
     return head.status();
   }
+  // Each range GET is signed when sent: an open file outlives the keys it
+  // was opened with.
+  RemoteFile::Perform perform = [client = client_, credentials = cfg_.credentials,
+                                 region = cfg_.region](const HttpRequest& req) {
+    return PerformSigned(*client, credentials.get(), region, req);
+  };
   return std::unique_ptr<OriginFile>(std::make_unique<RemoteFile>(
-      client_, Request(HttpRequest::Method::kGet, cfg_.prefix + path, ""), StatOf(path, *head),
-      head->etag, Name(path)));
+      std::move(perform), Request(HttpRequest::Method::kGet, cfg_.prefix + path, ""),
+      StatOf(path, *head), head->etag, Name(path)));
 }
 
 Result<std::string> S3Origin::GetXattr(const std::string& path, const std::string& name) {

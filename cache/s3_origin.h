@@ -60,13 +60,17 @@ class S3Origin final : public Origin {
     std::string endpoint;  // "scheme://host[:port]", no trailing '/'
     bool path_style = false;
     std::string region;
-    std::optional<AwsCredentials> credentials;
+    std::shared_ptr<AwsCredentialProvider> credentials;  // null: anonymous
   };
   S3Origin(Config config, const OriginOptions& options);
 
-  // A request to the bucket (key "" with a query) or one of its objects.
+  // A request to the bucket (key "" with a query) or one of its objects,
+  // not signed yet.
   HttpRequest Request(HttpRequest::Method method, const std::string& key,
                       const std::string& query) const;
+  // Signs req with the credentials of now and performs it; keys the server
+  // refuses as expired are replaced and the request sent once more.
+  Result<HttpResponse> Perform(const HttpRequest& req) const;
   // The first key under the prefix: whether the endpoint answers.
   HttpRequest ListOneKey() const;
   Result<S3ListPage> ListPage(const std::string& prefix, const std::string& token, int max_keys);
