@@ -144,12 +144,26 @@ Result<std::unique_ptr<AwsCredentialProvider>> AwsCredentialProvider::Make(Geten
              !env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").empty()) {
     kind = Kind::kContainer;
   }
-  std::unique_ptr<AwsCredentialProvider> p(
-      new AwsCredentialProvider(kind, std::move(getenv), std::move(fetch), std::move(now)));
+  const bool imds = env("AWS_EC2_METADATA_DISABLED") != "true";
+  const bool imds_named = !env("AWS_EC2_METADATA_SERVICE_ENDPOINT").empty();
+  std::unique_ptr<AwsCredentialProvider> p(new AwsCredentialProvider(kind, getenv, fetch, now));
+  {
+    std::lock_guard<std::mutex> l(p->mu_);
+    Status s = p->RefreshLocked();
+    if (!s.ok()) return s;
+    if (!p->current_.key_id.empty()) return p;
+  }
+  if (!imds) return std::unique_ptr<AwsCredentialProvider>();  // anonymous
+  // Last, the instance's role: on a host that is no EC2 instance nothing
+  // answers, and requests are anonymous (unless the endpoint was named).
+  p.reset(new AwsCredentialProvider(Kind::kInstance, std::move(getenv), std::move(fetch),
+                                    std::move(now)));
   std::lock_guard<std::mutex> l(p->mu_);
   Status s = p->RefreshLocked();
-  if (!s.ok()) return s;
-  if (p->current_.key_id.empty()) return std::unique_ptr<AwsCredentialProvider>();  // anonymous
+  if (!s.ok()) {
+    if (imds_named) return s;
+    return std::unique_ptr<AwsCredentialProvider>();
+  }
   return p;
 }
 
@@ -171,13 +185,18 @@ Status AwsCredentialProvider::RefreshLocked() {
       std::getline(in, token);
     }
     if (!token.empty()) headers.push_back("Authorization: " + token);
-    Result<std::string> body = fetch_(url, headers);
+    Result<std::string> body = fetch_("GET", url, headers);
     if (!body.ok()) {
       return Status::Error(body.status().code(),
                            "container credentials: " + body.status().message());
     }
     STOKER_ASSIGN_OR_RETURN(AwsCredentials c, ParseContainerCredentials(*body));
     c.source = "the container credentials endpoint";
+    current_ = std::move(c);
+    return Status::OK();
+  }
+  if (kind_ == Kind::kInstance) {
+    STOKER_ASSIGN_OR_RETURN(AwsCredentials c, FetchInstanceLocked());
     current_ = std::move(c);
     return Status::OK();
   }
@@ -196,7 +215,7 @@ Result<AwsCredentials> AwsCredentialProvider::Get() {
   std::lock_guard<std::mutex> l(mu_);
   const int64_t now = now_();
   bool refresh = stale_;
-  if (kind_ == Kind::kContainer && current_.expires != 0) {
+  if ((kind_ == Kind::kContainer || kind_ == Kind::kInstance) && current_.expires != 0) {
     const int64_t margin =
         std::min<int64_t>(300, std::max<int64_t>(1, (current_.expires - fetched_at_) / 4));
     refresh = refresh || now >= current_.expires - margin;
@@ -227,6 +246,30 @@ Result<AwsCredentials> AwsCredentialProvider::Get() {
     }
   }
   return current_;
+}
+
+Result<AwsCredentials> AwsCredentialProvider::FetchInstanceLocked() {
+  const char* named = getenv_("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  std::string base = named != nullptr && *named ? named : "http://169.254.169.254";
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  auto fail = [](const Status& s) {
+    return Status::Error(s.code(), "instance metadata: " + s.message());
+  };
+  Result<std::string> token =
+      fetch_("PUT", base + "/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds: 21600"});
+  if (!token.ok()) return fail(token.status());
+  const std::vector<std::string> auth = {"X-aws-ec2-metadata-token: " + *token};
+  const std::string creds = base + "/latest/meta-data/iam/security-credentials/";
+  Result<std::string> roles = fetch_("GET", creds, auth);
+  if (!roles.ok()) return fail(roles.status());
+  std::string role = roles->substr(0, roles->find('\n'));
+  while (!role.empty() && (role.back() == '\r' || role.back() == ' ')) role.pop_back();
+  if (role.empty()) return Status::Error(EACCES, "instance metadata: the instance has no role");
+  Result<std::string> body = fetch_("GET", creds + role, auth);
+  if (!body.ok()) return fail(body.status());
+  STOKER_ASSIGN_OR_RETURN(AwsCredentials c, ParseContainerCredentials(*body));
+  c.source = "the instance metadata service (role " + role + ")";
+  return c;
 }
 
 void AwsCredentialProvider::Invalidate() {

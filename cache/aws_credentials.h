@@ -4,8 +4,10 @@
 // (AWS_CONTAINER_CREDENTIALS_FULL_URI, or _RELATIVE_URI on 169.254.170.2:
 // ECS tasks, EKS Pod Identity), else the profile AWS_PROFILE (default
 // "default") of the shared credentials file (AWS_SHARED_CREDENTIALS_FILE,
-// default ~/.aws/credentials). None found: anonymous requests (public
-// buckets). AwsCredentialProvider keeps them fresh for a daemon that runs
+// default ~/.aws/credentials), else the EC2 instance metadata service
+// (IMDSv2, at AWS_EC2_METADATA_SERVICE_ENDPOINT or 169.254.169.254; not
+// with AWS_EC2_METADATA_DISABLED=true). None found: anonymous requests
+// (public buckets). AwsCredentialProvider keeps them fresh for a daemon that runs
 // for days: keys that expire are fetched again before they do, a changed
 // credentials file is read again, and keys the server refused are replaced.
 //
@@ -52,8 +54,9 @@ Result<std::optional<AwsCredentials>> FindAwsCredentials(
 
 class AwsCredentialProvider {
  public:
-  // GET url with the headers: the body of a 200, else an error.
-  using Fetch = std::function<Result<std::string>(const std::string& url,
+  // method ("GET" or "PUT", without a body) url with the headers: the body
+  // of a 200, else an error.
+  using Fetch = std::function<Result<std::string>(const std::string& method, const std::string& url,
                                                   const std::vector<std::string>& headers)>;
   using Clock = std::function<int64_t()>;  // unix seconds
   using Getenv = std::function<const char*(const char*)>;
@@ -76,11 +79,14 @@ class AwsCredentialProvider {
   std::string source() const;
 
  private:
-  enum class Kind { kEnvironment, kContainer, kFile };
+  enum class Kind { kEnvironment, kContainer, kFile, kInstance };
   AwsCredentialProvider(Kind kind, Getenv getenv, Fetch fetch, Clock now)
       : kind_(kind), getenv_(std::move(getenv)), fetch_(std::move(fetch)), now_(std::move(now)) {}
-  // Fetches (container) or reads (file) the keys. REQUIRES: mu_ held.
+  // Fetches (container, instance) or reads (file) the keys. REQUIRES: mu_
+  // held.
   Status RefreshLocked();
+  // The instance's role keys from IMDSv2. REQUIRES: mu_ held.
+  Result<AwsCredentials> FetchInstanceLocked();
 
   const Kind kind_;
   const Getenv getenv_;

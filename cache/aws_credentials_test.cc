@@ -104,9 +104,13 @@ struct World {
     };
   }
   AwsCredentialProvider::Fetch fetch() {
-    return [this](const std::string& url,
+    return [this](const std::string& method, const std::string& url,
                   const std::vector<std::string>& headers) -> Result<std::string> {
       last_headers = headers;
+      if (url.find("/latest/") != std::string::npos && !endpoint_down) {  // instance metadata
+        if (method == "PUT") return std::string("imds-token");
+        if (url.ends_with("/security-credentials/")) return std::string("role-a\n");
+      }
       if (endpoint_down) return Status::Error(ECONNREFUSED, url + ": refused");
       ++fetches;
       const std::string expires = FormatIso(now + lifetime);
@@ -205,6 +209,7 @@ TEST(AwsCredentialsTest, EnvironmentKeysStayAndNothingIsAnonymous) {
   EXPECT_EQ(w.fetches, 0);
   World none;
   none.env["HOME"] = "/nonexistent";
+  none.env["AWS_EC2_METADATA_DISABLED"] = "true";
   auto anonymous = AwsCredentialProvider::Make(none.getenv(), none.fetch(), none.clock());
   ASSERT_TRUE(anonymous.ok());
   EXPECT_EQ(*anonymous, nullptr);
@@ -212,6 +217,29 @@ TEST(AwsCredentialsTest, EnvironmentKeysStayAndNothingIsAnonymous) {
   down.env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "http://127.0.0.1:1/creds";
   down.endpoint_down = true;
   EXPECT_FALSE(AwsCredentialProvider::Make(down.getenv(), down.fetch(), down.clock()).ok());
+}
+
+TEST(AwsCredentialsTest, TheInstanceRoleIsTheLastSource) {
+  World w;
+  w.env["HOME"] = "/nonexistent";
+  w.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:1/";
+  auto p = AwsCredentialProvider::Make(w.getenv(), w.fetch(), w.clock());
+  ASSERT_TRUE(p.ok() && *p) << p.status().message();
+  EXPECT_EQ((*p)->Get()->key_id, "AK1");
+  EXPECT_EQ(w.last_headers, std::vector<std::string>{"X-aws-ec2-metadata-token: imds-token"});
+  EXPECT_NE((*p)->source().find("role-a"), std::string::npos);
+  w.now += 500;  // within the margin of a 600 s lifetime
+  EXPECT_EQ((*p)->Get()->key_id, "AK2");
+  // Named but not answering: an error; not named and not answering: anonymous.
+  World down;
+  down.env["HOME"] = "/nonexistent";
+  down.endpoint_down = true;
+  down.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:1/";
+  EXPECT_FALSE(AwsCredentialProvider::Make(down.getenv(), down.fetch(), down.clock()).ok());
+  down.env.erase("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  auto anonymous = AwsCredentialProvider::Make(down.getenv(), down.fetch(), down.clock());
+  ASSERT_TRUE(anonymous.ok());
+  EXPECT_EQ(*anonymous, nullptr);
 }
 
 }  // namespace

@@ -136,7 +136,10 @@ int ErrnoForHttpStatus(long http_status) {
 }
 
 std::string DescribeRequest(const HttpRequest& req) {
-  return std::string(req.method == HttpRequest::Method::kHead ? "HEAD " : "GET ") + req.url;
+  const char* method = req.method == HttpRequest::Method::kHead  ? "HEAD "
+                       : req.method == HttpRequest::Method::kPut ? "PUT "
+                                                                 : "GET ";
+  return method + req.url;
 }
 
 HttpClient::HttpClient(Options options)
@@ -197,6 +200,7 @@ Result<HttpResponse> HttpClient::Attempt(void* handle, const HttpRequest& req, b
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
   }
   if (req.method == HttpRequest::Method::kHead) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  if (req.method == HttpRequest::Method::kPut) curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
   std::string range;
   if (req.range) {
     range = std::to_string(req.range->first) + "-" +

@@ -54,7 +54,7 @@ struct RetryPolicy {
 };
 
 struct HttpRequest {
-  enum class Method { kGet, kHead };
+  enum class Method { kGet, kHead, kPut };  // kPut: without a body (IMDSv2's token)
   Method method = Method::kGet;
   std::string url;                   // fully encoded
   std::vector<std::string> headers;  // "Name: value"

@@ -78,18 +78,24 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
   cfg.endpoint = e->scheme + "://" + e->host;
   cfg.path_style = options.s3_path_style || IsAddressOrLocalhost(e->host);
   // Credentials endpoints are asked through a client of their own (no
-  // backoff shared with the bucket's).
-  auto fetcher = std::make_shared<HttpClient>(ClientOptions(options));
+  // backoff shared with the bucket's), which gives up soon: on a host that
+  // is no EC2 instance, nothing answers at the metadata service's address.
+  HttpClient::Options fetch_options = ClientOptions(options);
+  fetch_options.connect_timeout_s = 2;
+  fetch_options.backoff_s = 0;
+  auto fetcher = std::make_shared<HttpClient>(fetch_options);
   AwsCredentialProvider::Fetch fetch =
-      [fetcher](const std::string& url,
+      [fetcher](const std::string& method, const std::string& url,
                 const std::vector<std::string>& headers) -> Result<std::string> {
     HttpRequest req;
+    req.method = method == "PUT" ? HttpRequest::Method::kPut : HttpRequest::Method::kGet;
     req.url = url;
     req.headers = headers;
-    req.max_retries = 2;
+    req.max_retries = 1;
     STOKER_ASSIGN_OR_RETURN(HttpResponse r, fetcher->Perform(req));
-    if (r.status != 200)
+    if (r.status != 200) {
       return Status::Error(EACCES, url + " answered HTTP " + std::to_string(r.status));
+    }
     return r.body;
   };
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<AwsCredentialProvider> provider,

@@ -1,6 +1,7 @@
 """S3 credentials that expire while a mount runs: the daemon takes its keys
 from a container credentials endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI,
-as on ECS and EKS Pod Identity), which hands out keys that expire in a few
+as on ECS and EKS Pod Identity) or an EC2 instance metadata service (IMDSv2,
+at AWS_EC2_METADATA_SERVICE_ENDPOINT), which hand out keys that expire in a few
 seconds, and reads through a proxy in front of moto's S3 server that refuses
 (403 ExpiredToken) any key past its expiry or revoked. Reads keep working
 across several expiries (keys fetched again ahead of time), a revoked key is
@@ -79,6 +80,24 @@ def make_handler(keys, moto_port):
             if self.headers.get("Authorization") != TOKEN:
                 keys.bad_tokens += 1
                 return self.reply(401, b"{}", "application/json")
+            return self.issue()
+
+        def imds(self):
+            if self.command == "PUT" and self.path == "/latest/api/token":
+                if not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                    return self.reply(400, b"", "text/plain")
+                return self.reply(200, b"imds-" + TOKEN.encode(), "text/plain")
+            if self.headers.get("X-aws-ec2-metadata-token") != "imds-" + TOKEN:
+                keys.bad_tokens += 1
+                return self.reply(401, b"", "text/plain")
+            base = "/latest/meta-data/iam/security-credentials/"
+            if self.path == base:
+                return self.reply(200, b"role-stoker", "text/plain")
+            if self.path == base + "role-stoker":
+                return self.issue()
+            return self.reply(404, b"", "text/plain")
+
+        def issue(self):
             key, expires = keys.issue()
             body = json.dumps({"AccessKeyId": key, "SecretAccessKey": "secret-" + key,
                                "Token": "session-" + key,
@@ -112,7 +131,12 @@ def make_handler(keys, moto_port):
             conn.close()
 
         def do_GET(self):
+            if self.path.startswith("/latest/"):
+                return self.imds()
             return self.creds() if self.path == "/creds" else self.proxy()
+
+        def do_PUT(self):
+            return self.imds()
 
         def do_HEAD(self):
             return self.proxy()
@@ -120,8 +144,8 @@ def make_handler(keys, moto_port):
     return Handler
 
 
-@pytest.fixture
-def world(tmp_path, monkeypatch):
+@pytest.fixture(params=["container", "instance"])
+def world(request, tmp_path, monkeypatch):
     server = rs.Moto(tmp_path / "moto")
     server.start()
     try:
@@ -140,8 +164,12 @@ def world(tmp_path, monkeypatch):
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-        monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"http://127.0.0.1:{port}/creds")
-        monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", TOKEN)
+        if request.param == "container":
+            monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"http://127.0.0.1:{port}/creds")
+            monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", TOKEN)
+        else:
+            monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+            monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{port}")
         monkeypatch.setenv("AWS_REGION", "us-east-1")
         yield keys, f"http://127.0.0.1:{port}", data
         httpd.shutdown()
@@ -185,6 +213,8 @@ def test_reads_keep_working_across_expiries(mounts, world):
 
 def test_an_endpoint_that_refuses_fails_the_mount_with_one_line(mounts, world, monkeypatch):
     keys, endpoint, _ = world
+    if not os.environ.get("AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        pytest.skip("the container endpoint's token; an instance's is its own")
     monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "wrong")
     m = mounts.new(f"s3://{BUCKET}/d", args=["--s3-endpoint", endpoint])
     r = lib.run(m.command())
