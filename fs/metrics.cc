@@ -5,6 +5,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -65,9 +66,13 @@ const std::set<std::string_view> kInfo = {
 // Not metrics (a process id, paths the info labels do not need).
 const std::set<std::string_view> kSkipped = {"pid", "cache_dir", "control_socket", "fresh_start"};
 
+// The shortest text that reads back as v (0.6, not 0.59999999999999998).
 std::string Number(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  for (int precision = 15; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 

@@ -46,7 +46,7 @@ TEST(MetricsTest, CountersGaugesAndUnitsInNames) {
   EXPECT_TRUE(Has(t, "# TYPE stoker_cache_used_bytes gauge"));
   EXPECT_TRUE(Has(t, "stoker_cache_used_bytes 4096"));
   EXPECT_TRUE(Has(t, "stoker_cached_chunks 3"));
-  EXPECT_TRUE(Has(t, "stoker_hit_ratio 0.59999999999999998"));
+  EXPECT_TRUE(Has(t, "stoker_hit_ratio 0.6"));
   EXPECT_TRUE(Has(t, "stoker_uptime_seconds 12"));
   EXPECT_TRUE(Has(t, "stoker_decode_images_per_second 410.5"));
   EXPECT_TRUE(Has(t, "stoker_origin_unreachable 0"));
@@ -94,13 +94,13 @@ TEST(MetricsTest, ReadLatencyIsAHistogram) {
   EXPECT_EQ(j["count"], 4);
   const std::string t = MetricsText({{"read_latency_seconds", j}});
   EXPECT_TRUE(Has(t, "# TYPE stoker_read_duration_seconds histogram")) << t;
-  EXPECT_TRUE(Has(t, "stoker_read_duration_seconds_bucket{le=\"5.0000000000000002e-05\"} 1"));
+  EXPECT_TRUE(Has(t, "stoker_read_duration_seconds_bucket{le=\"5e-05\"} 1"));
   EXPECT_TRUE(Has(t, "stoker_read_duration_seconds_bucket{le=\"0.0001\"} 2"));
-  EXPECT_TRUE(Has(t, "stoker_read_duration_seconds_bucket{le=\"0.0050000000000000001\"} 3"));
+  EXPECT_TRUE(Has(t, "stoker_read_duration_seconds_bucket{le=\"0.005\"} 3"));
   EXPECT_TRUE(Has(t, "stoker_read_duration_seconds_bucket{le=\"2.5\"} 3"));
   EXPECT_TRUE(Has(t, "stoker_read_duration_seconds_bucket{le=\"+Inf\"} 4"));
   EXPECT_TRUE(Has(t, "stoker_read_duration_seconds_count 4"));
-  EXPECT_NE(t.find("stoker_read_duration_seconds_sum 5.0030"), std::string::npos) << t;
+  EXPECT_TRUE(Has(t, "stoker_read_duration_seconds_sum 5.0031")) << t;
 }
 
 TEST(MetricsTest, AddressesDefaultToLoopback) {
