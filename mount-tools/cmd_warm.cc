@@ -226,7 +226,10 @@ int ShowStatus(const std::string& path) {
     std::vector<Job> one(1);
     one[0].last = j;
     std::string paths;
-    for (const auto& p : j["paths"]) paths += (paths.empty() ? "" : " ") + p.get<std::string>();
+    for (const auto& p : j["paths"]) {
+      const std::string rel = p.get<std::string>();
+      paths += (paths.empty() ? "" : " ") + (rel.empty() ? std::string("/") : rel);
+    }
     std::printf("job %s  %s  %s  %s\n", j["job"].dump().c_str(),
                 j.value("finished", false) ? "done   " : "running",
                 ProgressLine(one, false).c_str(), paths.c_str());
