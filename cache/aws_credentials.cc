@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "cache/http_date.h"
+#include "cache/url.h"
+#include "cache/xml.h"
 #include "util/log.h"
 
 namespace stoker {
@@ -140,6 +142,8 @@ Result<std::unique_ptr<AwsCredentialProvider>> AwsCredentialProvider::Make(Geten
   Kind kind = Kind::kFile;
   if (!env("AWS_ACCESS_KEY_ID").empty() || !env("AWS_SECRET_ACCESS_KEY").empty()) {
     kind = Kind::kEnvironment;
+  } else if (!env("AWS_WEB_IDENTITY_TOKEN_FILE").empty() && !env("AWS_ROLE_ARN").empty()) {
+    kind = Kind::kWebIdentity;
   } else if (!env("AWS_CONTAINER_CREDENTIALS_FULL_URI").empty() ||
              !env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI").empty()) {
     kind = Kind::kContainer;
@@ -185,7 +189,7 @@ Status AwsCredentialProvider::RefreshLocked() {
       std::getline(in, token);
     }
     if (!token.empty()) headers.push_back("Authorization: " + token);
-    Result<std::string> body = fetch_("GET", url, headers);
+    Result<std::string> body = fetch_("GET", url, headers, "");
     if (!body.ok()) {
       return Status::Error(body.status().code(),
                            "container credentials: " + body.status().message());
@@ -195,8 +199,9 @@ Status AwsCredentialProvider::RefreshLocked() {
     current_ = std::move(c);
     return Status::OK();
   }
-  if (kind_ == Kind::kInstance) {
-    STOKER_ASSIGN_OR_RETURN(AwsCredentials c, FetchInstanceLocked());
+  if (kind_ == Kind::kInstance || kind_ == Kind::kWebIdentity) {
+    STOKER_ASSIGN_OR_RETURN(AwsCredentials c, kind_ == Kind::kInstance ? FetchInstanceLocked()
+                                                                       : FetchWebIdentityLocked());
     current_ = std::move(c);
     return Status::OK();
   }
@@ -215,7 +220,7 @@ Result<AwsCredentials> AwsCredentialProvider::Get() {
   std::lock_guard<std::mutex> l(mu_);
   const int64_t now = now_();
   bool refresh = stale_;
-  if ((kind_ == Kind::kContainer || kind_ == Kind::kInstance) && current_.expires != 0) {
+  if (kind_ != Kind::kEnvironment && kind_ != Kind::kFile && current_.expires != 0) {
     const int64_t margin =
         std::min<int64_t>(300, std::max<int64_t>(1, (current_.expires - fetched_at_) / 4));
     refresh = refresh || now >= current_.expires - margin;
@@ -255,20 +260,79 @@ Result<AwsCredentials> AwsCredentialProvider::FetchInstanceLocked() {
   auto fail = [](const Status& s) {
     return Status::Error(s.code(), "instance metadata: " + s.message());
   };
-  Result<std::string> token =
-      fetch_("PUT", base + "/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds: 21600"});
+  Result<std::string> token = fetch_("PUT", base + "/latest/api/token",
+                                     {"X-aws-ec2-metadata-token-ttl-seconds: 21600"}, "");
   if (!token.ok()) return fail(token.status());
   const std::vector<std::string> auth = {"X-aws-ec2-metadata-token: " + *token};
   const std::string creds = base + "/latest/meta-data/iam/security-credentials/";
-  Result<std::string> roles = fetch_("GET", creds, auth);
+  Result<std::string> roles = fetch_("GET", creds, auth, "");
   if (!roles.ok()) return fail(roles.status());
   std::string role = roles->substr(0, roles->find('\n'));
   while (!role.empty() && (role.back() == '\r' || role.back() == ' ')) role.pop_back();
   if (role.empty()) return Status::Error(EACCES, "instance metadata: the instance has no role");
-  Result<std::string> body = fetch_("GET", creds + role, auth);
+  Result<std::string> body = fetch_("GET", creds + role, auth, "");
   if (!body.ok()) return fail(body.status());
   STOKER_ASSIGN_OR_RETURN(AwsCredentials c, ParseContainerCredentials(*body));
   c.source = "the instance metadata service (role " + role + ")";
+  return c;
+}
+
+Result<AwsCredentials> ParseAssumeRoleResponse(const std::string& xml) {
+  Result<XmlNode> root = ParseXml(xml);
+  if (!root.ok()) return Status::Invalid("STS answered no XML: " + root.status().message());
+  if (root->name == "ErrorResponse" && root->Child("Error") != nullptr) {
+    return Status::Error(EACCES, "STS refused: " + root->Child("Error")->ChildText("Code") + ": " +
+                                     root->Child("Error")->ChildText("Message"));
+  }
+  const XmlNode* result = root->Child("AssumeRoleWithWebIdentityResult");
+  const XmlNode* creds = result != nullptr ? result->Child("Credentials") : nullptr;
+  if (root->name != "AssumeRoleWithWebIdentityResponse" || creds == nullptr) {
+    return Status::Invalid("STS answered without credentials: <" + root->name + ">");
+  }
+  AwsCredentials c;
+  c.key_id = creds->ChildText("AccessKeyId");
+  c.secret = creds->ChildText("SecretAccessKey");
+  c.session_token = creds->ChildText("SessionToken");
+  std::optional<int64_t> expires = ParseIso8601(creds->ChildText("Expiration"));
+  if (c.key_id.empty() || c.secret.empty() || !expires) {
+    return Status::Invalid("STS answered incomplete credentials");
+  }
+  c.expires = *expires;
+  return c;
+}
+
+Result<AwsCredentials> AwsCredentialProvider::FetchWebIdentityLocked() {
+  auto env = [&](const char* name) -> std::string {
+    const char* v = getenv_(name);
+    return v ? v : "";
+  };
+  // Read at every fetch: a projected service account token rotates.
+  std::ifstream in(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
+  std::string token;
+  if (!in || !std::getline(in, token) || token.empty()) {
+    return Status::Invalid("AWS_WEB_IDENTITY_TOKEN_FILE: cannot read a token from it");
+  }
+  std::string endpoint = env("AWS_ENDPOINT_URL_STS");
+  if (endpoint.empty()) {
+    std::string region = env("AWS_REGION");
+    if (region.empty()) region = env("AWS_DEFAULT_REGION");
+    endpoint =
+        "https://sts." + (region.empty() ? std::string("us-east-1") : region) + ".amazonaws.com";
+  }
+  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  std::string session = env("AWS_ROLE_SESSION_NAME");
+  if (session.empty()) session = "stoker";
+  const std::string body = "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=" +
+                           PercentEncode(env("AWS_ROLE_ARN"), false) +
+                           "&RoleSessionName=" + PercentEncode(session, false) +
+                           "&WebIdentityToken=" + PercentEncode(token, false);
+  Result<std::string> answer =
+      fetch_("POST", endpoint + "/", {"Content-Type: application/x-www-form-urlencoded"}, body);
+  if (!answer.ok()) {
+    return Status::Error(answer.status().code(), "web identity: " + answer.status().message());
+  }
+  STOKER_ASSIGN_OR_RETURN(AwsCredentials c, ParseAssumeRoleResponse(*answer));
+  c.source = "STS for the web identity of " + env("AWS_ROLE_ARN");
   return c;
 }
 

@@ -1,6 +1,9 @@
 // AwsCredentials: where an S3 origin's keys come from, the way the AWS CLI
 // looks for them: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+
-// AWS_SESSION_TOKEN), else a container credentials endpoint
+// AWS_SESSION_TOKEN), else a web identity (AWS_WEB_IDENTITY_TOKEN_FILE +
+// AWS_ROLE_ARN, exchanged with STS's AssumeRoleWithWebIdentity at
+// AWS_ENDPOINT_URL_STS or sts.REGION.amazonaws.com: EKS IRSA), else a
+// container credentials endpoint
 // (AWS_CONTAINER_CREDENTIALS_FULL_URI, or _RELATIVE_URI on 169.254.170.2:
 // ECS tasks, EKS Pod Identity), else the profile AWS_PROFILE (default
 // "default") of the shared credentials file (AWS_SHARED_CREDENTIALS_FILE,
@@ -42,6 +45,9 @@ struct AwsCredentials {
 // "SecretAccessKey", "Token", "Expiration": ISO 8601}.
 Result<AwsCredentials> ParseContainerCredentials(const std::string& json);
 
+// STS's AssumeRoleWithWebIdentityResponse (XML).
+Result<AwsCredentials> ParseAssumeRoleResponse(const std::string& xml);
+
 // The profile's keys from an INI text ("[name]" sections, "key = value",
 // '#'/';' comments); nullopt if the profile has no complete pair.
 std::optional<AwsCredentials> ParseCredentialsFile(const std::string& text,
@@ -54,10 +60,11 @@ Result<std::optional<AwsCredentials>> FindAwsCredentials(
 
 class AwsCredentialProvider {
  public:
-  // method ("GET" or "PUT", without a body) url with the headers: the body
-  // of a 200, else an error.
+  // method ("GET", "PUT" without a body, "POST" with body) url with the
+  // headers: the body of a 200, else an error.
   using Fetch = std::function<Result<std::string>(const std::string& method, const std::string& url,
-                                                  const std::vector<std::string>& headers)>;
+                                                  const std::vector<std::string>& headers,
+                                                  const std::string& body)>;
   using Clock = std::function<int64_t()>;  // unix seconds
   using Getenv = std::function<const char*(const char*)>;
 
@@ -79,7 +86,7 @@ class AwsCredentialProvider {
   std::string source() const;
 
  private:
-  enum class Kind { kEnvironment, kContainer, kFile, kInstance };
+  enum class Kind { kEnvironment, kWebIdentity, kContainer, kFile, kInstance };
   AwsCredentialProvider(Kind kind, Getenv getenv, Fetch fetch, Clock now)
       : kind_(kind), getenv_(std::move(getenv)), fetch_(std::move(fetch)), now_(std::move(now)) {}
   // Fetches (container, instance) or reads (file) the keys. REQUIRES: mu_
@@ -87,6 +94,8 @@ class AwsCredentialProvider {
   Status RefreshLocked();
   // The instance's role keys from IMDSv2. REQUIRES: mu_ held.
   Result<AwsCredentials> FetchInstanceLocked();
+  // The role's keys for the web identity token, from STS. REQUIRES: mu_ held.
+  Result<AwsCredentials> FetchWebIdentityLocked();
 
   const Kind kind_;
   const Getenv getenv_;

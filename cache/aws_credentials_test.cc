@@ -97,6 +97,7 @@ struct World {
   bool endpoint_down = false;
   int64_t lifetime = 600;
   std::vector<std::string> last_headers;
+  std::string last_body;
   AwsCredentialProvider::Getenv getenv() {
     return [this](const char* n) -> const char* {
       auto it = env.find(n);
@@ -105,8 +106,21 @@ struct World {
   }
   AwsCredentialProvider::Fetch fetch() {
     return [this](const std::string& method, const std::string& url,
-                  const std::vector<std::string>& headers) -> Result<std::string> {
+                  const std::vector<std::string>& headers,
+                  const std::string& body) -> Result<std::string> {
       last_headers = headers;
+      last_body = body;
+      if (method == "POST" && !endpoint_down) {  // STS
+        ++fetches;
+        return "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials>"
+               "<AccessKeyId>ASIA" +
+               std::to_string(fetches) +
+               "</AccessKeyId><SecretAccessKey>s"
+               "</SecretAccessKey><SessionToken>t</SessionToken><Expiration>" +
+               FormatIso(now + lifetime) +
+               "</Expiration></Credentials></AssumeRoleWithWebIdentityResult>"
+               "</AssumeRoleWithWebIdentityResponse>";
+      }
       if (url.find("/latest/") != std::string::npos && !endpoint_down) {  // instance metadata
         if (method == "PUT") return std::string("imds-token");
         if (url.ends_with("/security-credentials/")) return std::string("role-a\n");
@@ -240,6 +254,36 @@ TEST(AwsCredentialsTest, TheInstanceRoleIsTheLastSource) {
   auto anonymous = AwsCredentialProvider::Make(down.getenv(), down.fetch(), down.clock());
   ASSERT_TRUE(anonymous.ok());
   EXPECT_EQ(*anonymous, nullptr);
+}
+
+TEST(AwsCredentialsTest, AWebIdentityIsExchangedWithSts) {
+  char dir[] = "/tmp/stoker-aws-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string token_file = std::string(dir) + "/token";
+  std::ofstream(token_file) << "jwt-1\n";
+  World w;
+  w.env["AWS_WEB_IDENTITY_TOKEN_FILE"] = token_file;
+  w.env["AWS_ROLE_ARN"] = "arn:aws:iam::123456789012:role/reader";
+  w.env["AWS_ENDPOINT_URL_STS"] = "http://127.0.0.1:1";
+  auto p = AwsCredentialProvider::Make(w.getenv(), w.fetch(), w.clock());
+  ASSERT_TRUE(p.ok() && *p) << p.status().message();
+  EXPECT_EQ((*p)->Get()->key_id, "ASIA1");
+  EXPECT_NE(w.last_body.find("Action=AssumeRoleWithWebIdentity"), std::string::npos);
+  EXPECT_NE(w.last_body.find("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Freader"),
+            std::string::npos)
+      << w.last_body;
+  EXPECT_NE(w.last_body.find("WebIdentityToken=jwt-1"), std::string::npos);
+  // The token file rotates; the next fetch (ahead of the expiry) sends the new one.
+  std::ofstream(token_file) << "jwt-2\n";
+  w.now += 500;
+  EXPECT_EQ((*p)->Get()->key_id, "ASIA2");
+  EXPECT_NE(w.last_body.find("WebIdentityToken=jwt-2"), std::string::npos);
+  EXPECT_EQ((*p)->source().find("jwt"), std::string::npos);
+  EXPECT_FALSE(ParseAssumeRoleResponse("<ErrorResponse><Error><Code>AccessDenied</Code>"
+                                       "<Message>no</Message></Error></ErrorResponse>")
+                   .ok());
+  unlink(token_file.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

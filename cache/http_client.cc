@@ -136,9 +136,10 @@ int ErrnoForHttpStatus(long http_status) {
 }
 
 std::string DescribeRequest(const HttpRequest& req) {
-  const char* method = req.method == HttpRequest::Method::kHead  ? "HEAD "
-                       : req.method == HttpRequest::Method::kPut ? "PUT "
-                                                                 : "GET ";
+  const char* method = req.method == HttpRequest::Method::kHead   ? "HEAD "
+                       : req.method == HttpRequest::Method::kPut  ? "PUT "
+                       : req.method == HttpRequest::Method::kPost ? "POST "
+                                                                  : "GET ";
   return method + req.url;
 }
 
@@ -201,6 +202,10 @@ Result<HttpResponse> HttpClient::Attempt(void* handle, const HttpRequest& req, b
   }
   if (req.method == HttpRequest::Method::kHead) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   if (req.method == HttpRequest::Method::kPut) curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+  if (req.method == HttpRequest::Method::kPost) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.c_str());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
+  }
   std::string range;
   if (req.range) {
     range = std::to_string(req.range->first) + "-" +

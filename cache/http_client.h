@@ -54,10 +54,12 @@ struct RetryPolicy {
 };
 
 struct HttpRequest {
-  enum class Method { kGet, kHead, kPut };  // kPut: without a body (IMDSv2's token)
+  // kPut: without a body (IMDSv2's token); kPost: with body (STS's form).
+  enum class Method { kGet, kHead, kPut, kPost };
   Method method = Method::kGet;
   std::string url;                   // fully encoded
   std::vector<std::string> headers;  // "Name: value"
+  std::string body;                  // kPost's
   // Bytes [offset, offset + length) only; the answer must be 206.
   std::optional<std::pair<uint64_t, uint64_t>> range;
   bool follow_redirects = false;

@@ -84,11 +84,14 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
   fetch_options.connect_timeout_s = 2;
   fetch_options.backoff_s = 0;
   auto fetcher = std::make_shared<HttpClient>(fetch_options);
-  AwsCredentialProvider::Fetch fetch =
-      [fetcher](const std::string& method, const std::string& url,
-                const std::vector<std::string>& headers) -> Result<std::string> {
+  AwsCredentialProvider::Fetch fetch = [fetcher](const std::string& method, const std::string& url,
+                                                 const std::vector<std::string>& headers,
+                                                 const std::string& body) -> Result<std::string> {
     HttpRequest req;
-    req.method = method == "PUT" ? HttpRequest::Method::kPut : HttpRequest::Method::kGet;
+    req.method = method == "PUT"    ? HttpRequest::Method::kPut
+                 : method == "POST" ? HttpRequest::Method::kPost
+                                    : HttpRequest::Method::kGet;
+    req.body = body;
     req.url = url;
     req.headers = headers;
     req.max_retries = 1;

@@ -38,6 +38,7 @@ class Keys:
         self.refused = 0
         self.fetches = 0
         self.bad_tokens = 0
+        self.sts_keys = 0
 
     def issue(self):
         with self.mu:
@@ -48,6 +49,10 @@ class Keys:
 
     def good(self, key):
         with self.mu:
+            # STS's temporary keys (moto's, for a web identity) are good until revoked.
+            if key.startswith("ASIA") and key not in self.issued:
+                self.issued[key] = time.time() + 3600
+                self.sts_keys += 1
             ok = key in self.issued and time.time() < self.issued[key]
             if not ok:
                 self.refused += 1
@@ -144,7 +149,7 @@ def make_handler(keys, moto_port):
     return Handler
 
 
-@pytest.fixture(params=["container", "instance"])
+@pytest.fixture(params=["container", "instance", "web_identity"])
 def world(request, tmp_path, monkeypatch):
     server = rs.Moto(tmp_path / "moto")
     server.start()
@@ -164,13 +169,20 @@ def world(request, tmp_path, monkeypatch):
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-        if request.param == "container":
+        if request.param == "web_identity":
+            token = tmp_path / "token"
+            token.write_text(TOKEN + "\n")
+            monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+            monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/stoker-reader")
+            monkeypatch.setenv("AWS_ENDPOINT_URL_STS", server.endpoint)  # moto's STS
+        elif request.param == "container":
             monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"http://127.0.0.1:{port}/creds")
             monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", TOKEN)
         else:
             monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
             monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{port}")
         monkeypatch.setenv("AWS_REGION", "us-east-1")
+        keys.source = request.param
         yield keys, f"http://127.0.0.1:{port}", data
         httpd.shutdown()
     finally:
@@ -179,6 +191,8 @@ def world(request, tmp_path, monkeypatch):
 
 def test_reads_keep_working_across_expiries(mounts, world):
     keys, endpoint, data = world
+    if keys.source == "web_identity":
+        pytest.skip("moto's STS gives keys for 15 minutes at least")
     # No prefetch: the open file below reads its rest from the origin, late.
     m = mounts.make(f"s3://{BUCKET}/d", args=["--chunk-size", "1M", "--cache-size", "1G",
                                               "--revalidate", "0", "--prefetch", "0",
@@ -209,6 +223,22 @@ def test_reads_keep_working_across_expiries(mounts, world):
     log = m.log_path().read_text(errors="replace")
     assert TOKEN not in log and "secret-AKROT" not in log
     assert TOKEN not in (m.mnt / ".stoker" / "stats.json").read_text()
+
+
+def test_a_web_identity_is_exchanged_with_sts(mounts, world):
+    """EKS IRSA: the projected token and the role go to STS (moto's), whose
+    temporary keys sign the reads."""
+    keys, endpoint, data = world
+    if keys.source != "web_identity":
+        pytest.skip("the web identity source only")
+    m = mounts.make(f"s3://{BUCKET}/d", args=["--chunk-size", "1M", "--cache-size", "1G",
+                                              "--s3-endpoint", endpoint])
+    for name in sorted(data)[:3]:
+        assert with_deadline(lib.read_file, m.mnt / name) == data[name], name
+    assert keys.sts_keys >= 1 and keys.refused == 0
+    lib.wait_until(lambda: "web identity" in m.log_path().read_text(errors="replace"), 30,
+                   what="the source logged")
+    assert TOKEN not in m.log_path().read_text(errors="replace")
 
 
 def test_an_endpoint_that_refuses_fails_the_mount_with_one_line(mounts, world, monkeypatch):
