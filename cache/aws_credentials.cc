@@ -22,6 +22,21 @@ std::string Trim(const std::string& s) {
   return s.substr(a, b - a + 1);
 }
 
+// The variable's value, or "".
+std::string Env(const std::function<const char*(const char*)>& getenv, const char* name) {
+  const char* v = getenv(name);
+  return v ? v : "";
+}
+
+// The shared credentials file: AWS_SHARED_CREDENTIALS_FILE, else
+// ~/.aws/credentials; "" without HOME.
+std::string CredentialsFile(const std::function<const char*(const char*)>& getenv) {
+  std::string file = Env(getenv, "AWS_SHARED_CREDENTIALS_FILE");
+  if (file.empty() && !Env(getenv, "HOME").empty())
+    file = Env(getenv, "HOME") + "/.aws/credentials";
+  return file;
+}
+
 }  // namespace
 
 std::optional<AwsCredentials> ParseCredentialsFile(const std::string& text,
@@ -55,10 +70,7 @@ std::optional<AwsCredentials> ParseCredentialsFile(const std::string& text,
 
 Result<std::optional<AwsCredentials>> FindAwsCredentials(
     const std::function<const char*(const char*)>& getenv) {
-  auto env = [&](const char* name) -> std::string {
-    const char* v = getenv(name);
-    return v ? v : "";
-  };
+  auto env = [&](const char* name) { return Env(getenv, name); };
   std::string key = env("AWS_ACCESS_KEY_ID"), secret = env("AWS_SECRET_ACCESS_KEY");
   if (!key.empty() || !secret.empty()) {
     if (key.empty() || secret.empty()) {
@@ -135,10 +147,7 @@ std::string FileStamp(const std::string& path) {
 
 Result<std::unique_ptr<AwsCredentialProvider>> AwsCredentialProvider::Make(Getenv getenv,
                                                                            Fetch fetch, Clock now) {
-  auto env = [&](const char* name) -> std::string {
-    const char* v = getenv(name);
-    return v ? v : "";
-  };
+  auto env = [&](const char* name) { return Env(getenv, name); };
   Kind kind = Kind::kFile;
   if (!env("AWS_ACCESS_KEY_ID").empty() || !env("AWS_SECRET_ACCESS_KEY").empty()) {
     kind = Kind::kEnvironment;
@@ -172,10 +181,7 @@ Result<std::unique_ptr<AwsCredentialProvider>> AwsCredentialProvider::Make(Geten
 }
 
 Status AwsCredentialProvider::RefreshLocked() {
-  auto env = [&](const char* name) -> std::string {
-    const char* v = getenv_(name);
-    return v ? v : "";
-  };
+  auto env = [&](const char* name) { return Env(getenv_, name); };
   fetched_at_ = now_();
   stale_ = false;
   if (kind_ == Kind::kContainer) {
@@ -206,9 +212,7 @@ Status AwsCredentialProvider::RefreshLocked() {
     return Status::OK();
   }
   if (kind_ == Kind::kFile) {
-    std::string file = env("AWS_SHARED_CREDENTIALS_FILE");
-    if (file.empty() && !env("HOME").empty()) file = env("HOME") + "/.aws/credentials";
-    file_stamp_ = FileStamp(file);
+    file_stamp_ = FileStamp(CredentialsFile(getenv_));
     file_checked_at_ = fetched_at_;
   }
   STOKER_ASSIGN_OR_RETURN(std::optional<AwsCredentials> found, FindAwsCredentials(getenv_));
@@ -227,11 +231,7 @@ Result<AwsCredentials> AwsCredentialProvider::Get() {
   }
   if (kind_ == Kind::kFile && now - file_checked_at_ >= 5) {
     file_checked_at_ = now;
-    const char* f = getenv_("AWS_SHARED_CREDENTIALS_FILE");
-    const char* home = getenv_("HOME");
-    const std::string file =
-        f && *f ? f : (home && *home ? std::string(home) + "/.aws/credentials" : "");
-    refresh = refresh || FileStamp(file) != file_stamp_;
+    refresh = refresh || FileStamp(CredentialsFile(getenv_)) != file_stamp_;
   }
   if (refresh && kind_ != Kind::kEnvironment && now >= retry_after_) {
     AwsCredentials before = current_;
@@ -302,10 +302,7 @@ Result<AwsCredentials> ParseAssumeRoleResponse(const std::string& xml) {
 }
 
 Result<AwsCredentials> AwsCredentialProvider::FetchWebIdentityLocked() {
-  auto env = [&](const char* name) -> std::string {
-    const char* v = getenv_(name);
-    return v ? v : "";
-  };
+  auto env = [&](const char* name) { return Env(getenv_, name); };
   // Read at every fetch: a projected service account token rotates.
   std::ifstream in(env("AWS_WEB_IDENTITY_TOKEN_FILE"));
   std::string token;
