@@ -36,6 +36,8 @@ class Writer {
     if (!slot.valid()) return *this;
     return U32(slot.slot_class).U32(slot.slab).U32(slot.slot);
   }
+  // Optional trailing field: nothing when the value is unknown (negative).
+  Writer& OptionalI64(int64_t v) { return v < 0 ? *this : I64(v); }
   std::string Done() { return std::move(s_); }
 
  private:
@@ -287,7 +289,7 @@ std::string EncodeObject(const ObjectRecord& o) {
       .U64(o.attrs.nlink)
       .I64(o.attrs.atime_ns)
       .I64(o.validated_ns)
-      .I64(o.attrs.blocks)
+      .OptionalI64(o.attrs.blocks)
       .Done();
 }
 
@@ -308,8 +310,14 @@ Result<ObjectRecord> DecodeObject(std::string_view v) {
   o.attrs.nlink = r.U64();
   o.attrs.atime_ns = r.I64();
   o.validated_ns = r.I64();
-  if (!r.AtEnd()) o.attrs.blocks = r.I64();  // absent from older records
+  const bool has_blocks = !r.AtEnd();  // absent from older records
+  if (has_blocks) o.attrs.blocks = r.I64();
   STOKER_RETURN_IF_ERROR(r.Finish());
+  // Written only when known, so a present value is never negative: one
+  // encoding per record (the fuzzer holds the format to that).
+  if (has_blocks && o.attrs.blocks < 0) {
+    return Status::Corruption("index object record has a negative block count");
+  }
   if (o.object_id == 0 || o.version == 0) {
     return Status::Corruption("index object record has object id or version 0");
   }

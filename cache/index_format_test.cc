@@ -35,6 +35,13 @@ TEST(IndexFormatTest, ObjectBlocksAreOptional) {
   EXPECT_EQ(old.attrs.blocks, -1);
   old.attrs.blocks = o.attrs.blocks;
   EXPECT_EQ(old, o);
+  // One encoding per record: an unknown count is written as the old bytes, and
+  // a negative count present in the bytes is corruption.
+  ObjectRecord unknown = o;
+  unknown.attrs.blocks = -1;
+  EXPECT_EQ(EncodeObject(unknown), v.substr(0, v.size() - 8));
+  std::string negative = v.substr(0, v.size() - 8) + std::string(8, '\xff');
+  EXPECT_EQ(DecodeObject(negative).status().code(), EBADMSG);
 }
 
 TEST(IndexFormatTest, SlotFieldsAreOptionalAndRoundTrip) {
