@@ -103,7 +103,7 @@ std::string Duration(double s) {
 // One line of progress over all jobs; bar: drawn for a terminal.
 std::string ProgressLine(const std::vector<Job>& jobs, bool bar) {
   uint64_t files = 0, done = 0, bytes = 0, bytes_done = 0, failures = 0;
-  bool walked = true;
+  bool walked = true, finished = true;
   double secs = 0;
   for (const Job& j : jobs) {
     files += j.last.value("files_found", uint64_t{0});
@@ -112,6 +112,7 @@ std::string ProgressLine(const std::vector<Job>& jobs, bool bar) {
     bytes_done += j.last.value("bytes_done", uint64_t{0});
     failures += j.last.value("failures", uint64_t{0});
     walked = walked && j.last.value("walked", false);
+    finished = finished && j.last.value("finished", false);
     secs = std::max(secs, j.last.value("seconds", 0.0));
   }
   const double frac = bytes > 0 ? static_cast<double>(bytes_done) / static_cast<double>(bytes) : 0;
@@ -128,11 +129,44 @@ std::string ProgressLine(const std::vector<Job>& jobs, bool bar) {
   line += std::string(pct) + "  " + std::to_string(done) + "/" + std::to_string(files) +
           (walked ? "" : "+") + " files  " + FormatSize(bytes_done) + " of " + FormatSize(bytes) +
           (walked ? "" : "+") + "  " + FormatSize(static_cast<uint64_t>(rate)) + "/s";
-  if (walked && rate > 0 && bytes > bytes_done) {
+  if (walked && !finished && rate > 0 && bytes > bytes_done) {
     line += "  ETA " + Duration(static_cast<double>(bytes - bytes_done) / rate);
   }
   if (failures > 0) line += "  " + std::to_string(failures) + " failed";
   return line;
+}
+
+// Says so when what the job found so far is beyond the cache's bound; true
+// if it did.
+bool WarnIfBeyondBound(const Job& j, bool tty) {
+  auto stats = ReadStatsFile(j.daemon.root);
+  const uint64_t limit = stats.ok() ? stats->json.value("cache_limit_bytes", uint64_t{0}) : 0;
+  const uint64_t found = j.last.value("bytes_found", uint64_t{0});
+  if (limit == 0 || found <= limit) return false;
+  std::fprintf(stderr,
+               "%sstoker: warning: the paths hold %s (or more), beyond the cache's bound of %s: "
+               "what was warmed first will be evicted\n",
+               tty ? "\n" : "", FormatSize(found).c_str(), FormatSize(limit).c_str());
+  return true;
+}
+
+// Without --wait: watches each job's walk for a moment, long enough to say
+// up front that a dataset of ordinary size does not fit.
+void CheckBound(std::vector<Job>& jobs) {
+  constexpr auto kLook = std::chrono::seconds(2);
+  const auto until = std::chrono::steady_clock::now() + kLook;
+  for (Job& j : jobs) {
+    for (;;) {
+      auto reply = Ask(j.daemon, {{"op", "warm_status"}, {"job", j.id}});
+      if (!reply.ok()) break;
+      j.last = (*reply)["job"];
+      if (WarnIfBeyondBound(j, false) || j.last.value("walked", false) ||
+          std::chrono::steady_clock::now() >= until) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
 }
 
 // Polls the jobs until all are done; draws their progress. Returns the
@@ -156,18 +190,7 @@ int WaitFor(std::vector<Job>& jobs) {
       }
       j.last = (*reply)["job"];
       all = all && j.last.value("finished", false);
-      if (!warned_size) {
-        auto stats = ReadStatsFile(j.daemon.root);
-        const uint64_t limit = stats.ok() ? stats->json.value("cache_limit_bytes", uint64_t{0}) : 0;
-        const uint64_t found = j.last.value("bytes_found", uint64_t{0});
-        if (limit > 0 && found > limit) {
-          warned_size = true;
-          std::fprintf(stderr,
-                       "%sstoker: warning: the paths hold %s (or more), beyond the cache's "
-                       "bound of %s: what was warmed first will be evicted\n",
-                       tty ? "\n" : "", FormatSize(found).c_str(), FormatSize(limit).c_str());
-        }
-      }
+      if (!warned_size) warned_size = WarnIfBeyondBound(j, tty);
     }
     const auto now = std::chrono::steady_clock::now();
     if (tty) {
@@ -279,7 +302,11 @@ int RunWarm(std::vector<std::string> paths, const std::string& view, bool wait,
     j.id = reply->value("job", uint64_t{0});
     started.push_back(j);
   }
-  if (!wait || started.empty()) return rc;
+  if (started.empty()) return rc;
+  if (!wait) {
+    CheckBound(started);
+    return rc;
+  }
   const int waited = WaitFor(started);
   return rc != kExitOk ? rc : waited;
 }

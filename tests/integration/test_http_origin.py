@@ -14,7 +14,10 @@ input refused at mount time in one line.
 
 import errno
 import os
+import re
 import signal
+import subprocess
+import time
 
 import pytest
 
@@ -384,6 +387,42 @@ def test_stalled_transfer_gives_eio_not_a_hang(mounts, proxy, tree):
     proxy.rules.clear()  # the server answers again: the same file reads right
     got = with_deadline(lib.read_file, os.path.join(m.mnt, "sizes", "2chunk+1"))
     assert got == (tree / "sizes" / "2chunk+1").read_bytes()
+
+
+def test_warm_wait_interrupted_leaves_the_warm_running(mounts, proxy, tree):
+    """Ctrl-C on `stoker warm --wait` stops the waiting, not the warm: exit
+    130, one line per daemon saying so, the job still running in --status,
+    and finishing there (with the stalled file failed) on its own."""
+    from fault_proxy import Rule
+    m = mounts.make(f"{proxy.url}/json/", args=ARGS + ["--origin-stall-timeout", "8",
+                                                      "--origin-retries", "0",
+                                                      "--prefetch", "0"])
+    stalled = Rule(r"/sizes/2chunk\+1$", stall=True, method="GET")
+    proxy.add(stalled)
+    waiter = subprocess.Popen([lib.STOKER_BIN, "warm", "--wait", str(m.mnt / "sizes")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lib.wait_until(lambda: stalled.hits > 0, 60, what="the warm reaching the stalled file")
+        waiter.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        out, err = waiter.communicate(timeout=30)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+    assert waiter.returncode == 130, (out, err)
+    assert time.monotonic() - start < 5, "--wait stopped waiting late"
+    assert "the warm goes on in the daemon" in err and "stoker warm --status" in err, err
+    r = lib.stoker("warm", "--status", m.mnt)
+    assert r.returncode == 0 and re.search(r"^job 1\s+running", r.stdout, re.M), lib.describe(r)
+    # The daemon finishes the job by itself: the stalled file fails after the
+    # stall timeout, every other file is warmed.
+    lib.wait_until(lambda: re.search(r"^job 1\s+done", lib.stoker("warm", "--status", m.mnt).stdout,
+                                     re.M), 60, what="the warm job done in the daemon")
+    r = lib.stoker("warm", "--status", m.mnt)
+    n = len(SIZES)
+    assert f" {n - 1}/{n} files" in r.stdout and "1 failed" in r.stdout, lib.describe(r)
+    assert "ETA" not in r.stdout, lib.describe(r)  # a finished job has none
 
 
 class StoppableNginx(rs.Nginx):

@@ -158,6 +158,9 @@ def test_warm_beyond_the_cache_says_so_and_bad_paths_fail(mounts, tmp_path):
     for i in range(4):
         lib.write_random(origin / f"f{i}", 3 * CHUNK, lib.seeded(f"warm-big-{i}"))
     m = mounts.make(origin, args=["--chunk-size", "1M", "--cache-size", "8M"])
+    # Without --wait too: said up front, before the command returns.
+    r = stoker("warm", m.mnt, timeout=120)
+    assert r.returncode == 0 and "beyond the cache's bound" in r.stderr, lib.describe(r)
     r = stoker("warm", "--wait", m.mnt, timeout=120)
     assert "beyond the cache's bound" in r.stderr, lib.describe(r)
     r = stoker("warm", "--wait", m.mnt / "missing", timeout=30)
