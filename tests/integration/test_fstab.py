@@ -95,7 +95,7 @@ def test_unknown_option_is_one_line(tmp_path):
 def test_cmake_install_puts_the_helpers_and_the_unit_in_place(tmp_path):
     """`cmake --install` (into a DESTDIR): the binary, mount(8)'s and
     umount(8)'s helpers where mount(8) looks for them, the systemd unit,
-    the docs."""
+    the man page, the docs."""
     build = pathlib.Path(lib.STOKER_BIN).parent
     if not (build / "cmake_install.cmake").exists():
         pytest.skip(f"{build} is not a CMake build directory")
@@ -119,3 +119,12 @@ def test_cmake_install_puts_the_helpers_and_the_unit_in_place(tmp_path):
                     if ln.strip() and "is not executable" not in ln]
         assert not problems, problems
     assert list(dest.rglob("doc/stoker/configuration.md"))
+    # stoker(1), made from the binary's --help: every subcommand's options.
+    [page] = list(dest.rglob("man/man1/stoker.1"))
+    text = page.read_text()
+    for cmd in ("mount", "unmount", "stat", "fsck", "warm"):
+        assert f'.SH "STOKER {cmd}"' in text, cmd
+    assert "--cache-size" in text and "--wait" in text and "\n.SH SEE ALSO" in text
+    if shutil.which("man"):
+        r = lib.run(["man", "-l", page], env={**os.environ, "MANWIDTH": "100", "MANPAGER": "cat"})
+        assert r.returncode == 0 and "STOKER(1)" in r.stdout, lib.describe(r)
