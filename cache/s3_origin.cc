@@ -170,9 +170,10 @@ S3Origin::S3Origin(Config config, const OriginOptions& options)
       created_(static_cast<int64_t>(std::time(nullptr))) {}
 
 HttpRequest S3Origin::ListOneKey() const {
-  return Request(
-      HttpRequest::Method::kGet, "",
-      "delimiter=%2F&list-type=2&max-keys=1&prefix=" + PercentEncode(cfg_.prefix, false));
+  // encoding-type=url as every listing: the one key may be one XML cannot carry.
+  return Request(HttpRequest::Method::kGet, "",
+                 "delimiter=%2F&encoding-type=url&list-type=2&max-keys=1&prefix=" +
+                     PercentEncode(cfg_.prefix, false));
 }
 
 HttpRequest S3Origin::Request(HttpRequest::Method method, const std::string& key,

@@ -34,6 +34,7 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.rules = []
         self.seen = {}  # unquoted path -> count
+        self.targets = []  # (method, request target as sent: path and query)
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         proxy = self
@@ -46,6 +47,8 @@ class FaultProxy:
 
             def handle_any(self):
                 path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+                with proxy.lock:
+                    proxy.targets.append((self.command, self.path))
                 rule = proxy._match(self.command, path)
                 if rule is not None and rule.hang:
                     proxy.stopping.wait(300)

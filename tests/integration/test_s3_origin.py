@@ -208,17 +208,20 @@ def test_changed_object_is_seen_after_revalidation(mounts, moto):
     assert e.value.errno == errno.ENOENT
 
 
-def test_keys_xml_cannot_carry_are_listed_and_read(mounts, moto):
+def test_keys_xml_cannot_carry_are_listed_and_read(mounts, moto, proxy):
     """Listings ask for encoding-type=url: a key holding a control character
     (which XML 1.0 cannot carry), '+' or a space is listed and read as it is."""
     client = moto.client()
     names = ["ctl\x01char", "plus+sign", "two  spaces", "pct%41"]
     for i, n in enumerate(names):
         client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/odd/{n}", Body=f"body {i}".encode())
-    m = mounts.make(f"s3://{BUCKET}/{PREFIX}/odd", args=s3_args(moto))
+    m = mounts.make(f"s3://{BUCKET}/{PREFIX}/odd", args=ARGS + ["--s3-endpoint", proxy.url])
     assert sorted(with_deadline(os.listdir, m.mnt)) == sorted(names)
     for i, n in enumerate(names):
         assert with_deadline(lib.read_file, os.path.join(m.mnt, n)) == f"body {i}".encode(), n
+    # Every listing the proxy saw asked for it.
+    listings = [t for method, t in proxy.targets if method == "GET" and "list-type=2" in t]
+    assert listings and all("encoding-type=url" in t for t in listings), listings
 
 
 def test_a_view_of_a_reuploaded_object_is_decoded_again(mounts, moto):
