@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "cache/direct_io.h"
+#include "cache/io/direct_io.h"
 #include "cache/object_cache_impl.h"
 #include "util/checksum.h"
 #include "util/log.h"
@@ -153,7 +153,7 @@ Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,
   auto file = origin.Get();
   if (!file.ok()) return origin_error(file.status());
   // Aligned, so that the origin can read it direct and the cache write it
-  // direct (cache/direct_io.h): each chunk of a run starts at a multiple of
+  // direct (cache/io/direct_io.h): each chunk of a run starts at a multiple of
   // the chunk size.
   std::shared_ptr<char[]> buf = AllocAligned(total);
   const bool derived = origin_->IsDerived(v.path);

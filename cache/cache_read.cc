@@ -3,7 +3,7 @@
 // path (cache_fetch.cc).
 #include <algorithm>
 
-#include "cache/direct_io.h"
+#include "cache/io/direct_io.h"
 #include "cache/object_cache_impl.h"
 #include "util/checksum.h"
 #include "util/log.h"

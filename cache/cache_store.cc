@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "cache/direct_io.h"
+#include "cache/io/direct_io.h"
 #include "cache/object_cache_impl.h"
 #include "util/checksum.h"
 #include "util/log.h"

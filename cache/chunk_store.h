@@ -31,7 +31,7 @@
 #include <unordered_map>
 
 #include "cache/chunk.h"
-#include "cache/direct_io.h"
+#include "cache/io/direct_io.h"
 #include "cache/slab.h"
 #include "util/status.h"
 
@@ -44,7 +44,7 @@ class DataFile {
   DataFile(const DataFile&) = delete;
   DataFile& operator=(const DataFile&) = delete;
   int fd() const { return fd_; }
-  // The O_DIRECT twin of fd(), or -1 (see cache/direct_io.h). Chunks are
+  // The O_DIRECT twin of fd(), or -1 (see cache/io/direct_io.h). Chunks are
   // written through it; reads always use fd().
   int direct_fd() { return direct_.Get(fd_); }
   void DisableDirect() { direct_.Disable(); }

@@ -15,8 +15,8 @@
 #include "cache/cache_test_util.h"
 #include "cache/chunk_index.h"
 #include "cache/chunk_store.h"
-#include "cache/local_origin.h"
 #include "cache/object_cache.h"
+#include "cache/origin/local/local_origin.h"
 
 namespace stoker {
 namespace {

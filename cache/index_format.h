@@ -29,7 +29,7 @@
 
 #include "cache/chunk.h"
 #include "cache/eviction.h"
-#include "cache/origin.h"
+#include "cache/origin/origin.h"
 #include "cache/slab.h"
 #include "util/status.h"
 

@@ -10,10 +10,10 @@
 #include <functional>
 #include <mutex>
 
-#include "cache/direct_io.h"
 #include "cache/index_format.h"
+#include "cache/io/direct_io.h"
 #include "cache/object_cache_impl.h"
-#include "cache/origin_backoff.h"
+#include "cache/origin/origin_backoff.h"
 #include "util/checksum.h"
 #include "util/log.h"
 

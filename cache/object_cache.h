@@ -50,7 +50,7 @@
 
 #include "cache/cache_stats.h"
 #include "cache/options.h"
-#include "cache/origin.h"
+#include "cache/origin/origin.h"
 #include "util/status.h"
 
 namespace stoker {

@@ -41,7 +41,7 @@
 #include "cache/dir_scan.h"
 #include "cache/eviction.h"
 #include "cache/fetcher.h"
-#include "cache/io_backend.h"
+#include "cache/io/io_backend.h"
 #include "cache/object_cache.h"
 #include "cache/resident_chunks.h"
 #include "cache/unstored_chunks.h"

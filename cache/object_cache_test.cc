@@ -19,8 +19,8 @@
 #include "cache/cache_test_util.h"
 #include "cache/chunk_index.h"
 #include "cache/chunk_store.h"
-#include "cache/local_origin.h"
 #include "cache/object_cache_test_origin.h"
+#include "cache/origin/local/local_origin.h"
 #include "cache/slab.h"
 
 namespace stoker {
@@ -519,7 +519,7 @@ TEST_F(ObjectCacheTest, AnOpenStuckInTheOriginDoesNotHoldUpOpensOfHeldFiles) {
   origin_->CloseGate();
   std::thread stuck([&] { (void)cache->Open("a", false); });
   ASSERT_TRUE(Eventually([&] { return origin_->waiting() == 1; }));
-  // The stall watch finds it (cache/stall_watch.h) and says so.
+  // The stall watch finds it (cache/origin/stall_watch.h) and says so.
   origin_->backoff()->Record(Status::Error(ETIMEDOUT, "stat of 'a' stalled (test)"));
 
   std::atomic<bool> done{false};

@@ -8,8 +8,8 @@
 #include <memory>
 #include <mutex>
 
-#include "cache/origin.h"
-#include "cache/origin_backoff.h"
+#include "cache/origin/origin.h"
+#include "cache/origin/origin_backoff.h"
 
 namespace stoker::testing {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "cache/io_backend.h"
+#include "cache/io/io_backend.h"
 
 namespace stoker {
 
@@ -98,7 +98,7 @@ struct CacheOptions {
   // seam (a wrapper that injects faults or holds writes). Default: null.
   std::shared_ptr<IoBackend> io;
   // Read the origin and write chunk data with O_DIRECT where the file
-  // systems allow it (cache/direct_io.h). Default: true. The mount applies
+  // systems allow it (cache/io/direct_io.h). Default: true. The mount applies
   // it process-wide, to the origin as well as to the cache.
   bool direct_io = true;
   // An open that could hand a file to the kernel whole (ObjectCache::

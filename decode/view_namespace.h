@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cache/object_cache.h"
-#include "cache/origin.h"
+#include "cache/origin/origin.h"
 #include "decode/decode_pool.h"
 #include "decode/fallback_jpeg_decoder.h"
 #include "decode/gpu_jpeg_decoder.h"

@@ -68,7 +68,7 @@
 #include <unordered_map>
 
 #include "cache/object_cache.h"
-#include "cache/origin.h"
+#include "cache/origin/origin.h"
 #include "decode/decode_pool.h"
 #include "decode/tfrecord_compressed.h"
 #include "decode/view_layout.h"

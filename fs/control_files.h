@@ -44,7 +44,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/origin.h"
+#include "cache/origin/origin.h"
 
 namespace stoker {
 

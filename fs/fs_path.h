@@ -1,5 +1,5 @@
 // Paths as fs/ hands them to the cache and the origin: relative to the origin
-// root, '/'-separated, no leading '/', "" for the root (see cache/origin.h).
+// root, '/'-separated, no leading '/', "" for the root (see cache/origin/origin.h).
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "cache/direct_io.h"
+#include "cache/io/direct_io.h"
 #include "fs/errno_map.h"
 #include "fs/fuse_ops_internal.h"
 #include "fs/fuse_reply.h"

@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "cache/object_cache.h"
-#include "cache/origin.h"
+#include "cache/origin/origin.h"
 #include "fs/control_files.h"
 #include "fs/handle_set.h"
 #include "fs/inode_table.h"

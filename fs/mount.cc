@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "cache/direct_io.h"
+#include "cache/io/direct_io.h"
 #include "cache/object_cache.h"
-#include "cache/origin.h"
+#include "cache/origin/origin.h"
 #include "decode/view_namespace.h"
 #include "fs/control_files.h"
 #include "fs/control_requests.h"
@@ -402,7 +402,7 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
     fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(options.fuse_threads));
   } else {
     // libfuse's 10 workers can all be taken by calls stuck in a hung origin
-    // before the stall watch sees it (cache/stall_watch.h); the rest of the
+    // before the stall watch sees it (cache/origin/stall_watch.h); the rest of the
     // mount must still answer from the cache. Workers are started only when
     // all are busy.
     fuse_loop_cfg_set_max_threads(cfg, kDefaultMaxWorkers);

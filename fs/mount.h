@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cache/options.h"
-#include "cache/origin.h"
+#include "cache/origin/origin.h"
 #include "decode/decode_pool.h"
 #include "decode/view_namespace.h"
 #include "decode/view_options.h"
@@ -20,7 +20,7 @@ namespace stoker {
 
 struct MountOptions {
   std::string origin;            // a directory, s3://BUCKET/PREFIX or http(s)://HOST/PATH/
-  OriginOptions origin_options;  // cache/origin.h
+  OriginOptions origin_options;  // cache/origin/origin.h
   std::string mountpoint;        // must exist and be empty; a stale FUSE mount is cleared
   CacheOptions cache;
   // -o options for FUSE, passed through ("allow_other").

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "cache/http_listing.h"
-#include "cache/origin.h"
-#include "cache/remote_entry.h"
-#include "cache/s3_list.h"
-#include "cache/xml.h"
+#include "cache/origin/origin.h"
+#include "cache/origin/remote/http_listing.h"
+#include "cache/origin/remote/remote_entry.h"
+#include "cache/origin/remote/s3_list.h"
+#include "cache/origin/remote/xml.h"
 
 namespace {
 

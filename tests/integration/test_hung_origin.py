@@ -5,7 +5,7 @@ when the origin answers.
 The hung origin is another stoker mount whose daemon is stopped with SIGSTOP:
 every call into it waits, uninterruptibly, as calls into a hard NFS mount do.
 The outer mount revalidates on every open (--revalidate 0), so without the
-stall watch (cache/stall_watch.h) each lookup and open of a cached file
+stall watch (cache/origin/stall_watch.h) each lookup and open of a cached file
 would wait for as long as the origin hangs."""
 
 import errno

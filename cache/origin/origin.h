@@ -1,0 +1,223 @@
+// Origin: the slow storage stoker overlays (a local directory on HDD/NAS, an
+// S3 bucket, an HTTP(S) server). Everything above cache/ sees the origin only through
+// this interface, so every backend serves the same mount, cache, eviction,
+// revalidation and fsck.
+//
+// Paths are relative to the origin root, '/'-separated, without a leading
+// '/': "" is the root, "train/shard-00001" a file. Callers never pass '..'
+// or empty components; backends refuse them (EINVAL) anyway.
+//
+// Errors: ENOENT = the entry does not exist at the origin (it was deleted);
+// EACCES/EPERM = the origin refuses us; EIO, ETIMEDOUT, ENOTCONN,
+// EHOSTUNREACH = the origin could not be reached, which is NOT the same as
+// deleted: cached data for the path stays valid and keeps being served.
+//
+// Thread-safety: every method may be called from many threads at once.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/io/io_backend.h"
+#include "util/status.h"
+
+namespace stoker {
+
+// What says "this is still the same content". Two identities compare equal
+// only if every field matches; a changed file gets a new cached version.
+struct OriginIdentity {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  uint64_t ino = 0;
+  uint64_t dev = 0;
+  // Empty: remote origins carry their ETag in st_ctim, so that the identity
+  // of every backend is IdentityFromStat's (cache/origin/remote/remote_entry.h).
+  std::string etag;
+
+  bool operator==(const OriginIdentity&) const = default;
+  // "size S mtime M ctime C dev D ino I" (for logs).
+  std::string ToString() const;
+};
+
+// The st_dev of a derived file (a decoded view's): this bit set, the rest a
+// hash of the view's options and decoder (decode/view_origin.cc). No real
+// device number has it. Two derived files on different such devices hold
+// different bytes, whatever their sizes and times.
+inline constexpr uint64_t kDerivedDevBit = uint64_t{1} << 63;
+
+// Whether now (what the origin has at a path) is the content that was was's,
+// judged by attributes alone: the same size, mtime and ETag, and the same
+// inode, or another filesystem (st_dev differs: the origin was remounted, or
+// copied with its times kept, by cp -a or rsync -a, and mounted in its
+// place; inode numbers do not carry over). ctime is not compared for files
+// on a device: a chmod, a new hard link or a copy that keeps times changes
+// it, the bytes do not. (Remote origins have st_dev 0 and carry their ETag
+// in ctime: for them it is compared.)
+// On one filesystem another inode is another file even with the same size
+// and mtime: a rewrite and rename within one timestamp tick keeps both (the
+// cache checks such a file's bytes before it takes it for the same).
+// A derived file (kDerivedDevBit) is the same content only on the same
+// device and inode: its times are its raw file's, and a view remounted with
+// other options (dct, channels, decoder=gpu) keeps them.
+bool SameContent(const OriginIdentity& was, const OriginIdentity& now);
+// The same size, mtime and ETag (and ctime where it is the ETag): what every
+// copy that keeps times keeps.
+bool SameSizeAndTimes(const OriginIdentity& a, const OriginIdentity& b);
+
+// True if the error code means "could not reach the origin" rather than
+// "the origin says no / not there".
+bool IsOriginUnavailable(int code);
+
+struct OriginDirEntry {
+  std::string name;
+  struct stat st;  // lstat-style attributes of the entry
+  // False: st holds only the type and inode number (a decoded view file
+  // whose size is not known without scanning its raw file); a readdirplus
+  // must not hand these attributes to the kernel.
+  bool attrs_complete = true;
+};
+
+// An open origin file. Reads are positional and thread-safe.
+class OriginFile {
+ public:
+  virtual ~OriginFile() = default;
+  // Reads up to len bytes at off. Short only at end of file.
+  virtual Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) = 0;
+  // As ReadAt, from a caller whose buffer suits direct I/O: buf is aligned
+  // to kDirectIoAlign (cache/io/direct_io.h) and holds len rounded up to it
+  // (AllocAligned's buffers do), which a backend may fill past len. It may
+  // then read around the page cache (a cold origin read costs no copy).
+  // Default: ReadAt.
+  virtual Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off) {
+    return ReadAt(buf, len, off);
+  }
+  // The identity of what this open file reads now (fstat for local files).
+  virtual Result<OriginIdentity> Identity() = 0;
+};
+
+class OriginBackoff;
+
+class Origin {
+ public:
+  virtual ~Origin() = default;
+  // A short human description for logs and stat: "local:/nas/imagenet".
+  virtual std::string Describe() const = 0;
+  // lstat semantics: a symlink is reported as a symlink, never followed.
+  virtual Result<struct stat> Stat(const std::string& path) = 0;
+  // Calls fn for each entry except "." and "..", in the origin's order;
+  // stops early when fn returns false.
+  virtual Status ReadDir(const std::string& path,
+                         const std::function<bool(const OriginDirEntry&)>& fn) = 0;
+  virtual Result<std::string> ReadLink(const std::string& path) = 0;
+  // Opens a regular file for reading. Never follows a symlink, at any
+  // component (a symlink gives ELOOP).
+  virtual Result<std::unique_ptr<OriginFile>> Open(const std::string& path) = 0;
+  // Extended attributes, passed through. ENOTSUP/ENODATA where none.
+  virtual Result<std::string> GetXattr(const std::string& path, const std::string& name) = 0;
+  virtual Result<std::vector<std::string>> ListXattr(const std::string& path) = 0;
+  // True if path's content is made from other paths of the same cache (a
+  // decoded view reads its raw file through the cache): Stat and Open of it
+  // may open those paths in the cache, so the cache locks derived paths
+  // apart from (and before) plain ones. Default: false.
+  virtual bool IsDerived(const std::string& path) const { return false; }
+  // For a derived path: the st_dev its Stat gives (kDerivedDevBit set), which
+  // names what it is derived with (a view's options and decoder). The cache
+  // takes no record of the path made under another device for this one, not
+  // even within --revalidate or while the origin is unreachable. 0 for a
+  // plain path (the default).
+  virtual uint64_t DerivedDevice(const std::string& path) const { return 0; }
+  // Whether a reader may have [off, off + len) of a derived path: EIO where
+  // the range holds bytes that did not decode (a decoded view's failed
+  // records, which its data holds as zeros). fs/ asks before and after each
+  // read of a derived file (the read itself may find such a record).
+  // Default: OK.
+  virtual Status CheckRead(const std::string& path, uint64_t off, uint64_t len) {
+    return Status::OK();
+  }
+  // Whether some range of a derived path reads as EIO now (CheckRead would
+  // refuse it), without counting a failed read: such a file must be read
+  // through fs/, never handed to the kernel whole. Default: false.
+  virtual bool HasUnreadableRanges(const std::string& path) { return false; }
+  // A caller is waiting on data of path that other work is producing now
+  // (a reader that joined a prefetch's or a warm's fetch of a chunk): an
+  // origin that schedules its own work (a decoded view's decode jobs) may
+  // move that work up to the caller's priority. A hint: it changes no
+  // result, and work that has not begun yet may not be found. Default:
+  // nothing.
+  virtual void Expedite(const std::string& path) {}
+  // Whether the origin answers now, for callers that hold an answer of
+  // their own (a cached file's version, a listed directory) and should give
+  // it, not wait for an unreachable server (cache/origin/origin_backoff.h).
+  // Default: nullptr = always ask (a local origin fails fast).
+  virtual OriginBackoff* backoff() { return nullptr; }
+  // How a local origin reads file data ("io_uring", "syscall"), for stats;
+  // "" where no I/O backend is involved (remote origins). Default: "".
+  virtual std::string IoBackendName() const { return ""; }
+};
+
+OriginIdentity IdentityFromStat(const struct stat& st);
+
+// The paths every backend takes: relative, '/'-separated, no "", "." or ".."
+// component, no NUL ("" is the root).
+bool IsPlainRelativePath(const std::string& path);
+// EINVAL naming such a path (a NUL shown as \0).
+Status NotPlainRelativePath(const std::string& path);
+
+}  // namespace stoker
+
+namespace stoker {
+
+// What configures the remote origins; a local origin takes only
+// stall_timeout_s (a call that has not returned after that long means the
+// origin hangs: cache/origin/stall_watch.h) and backoff_seconds.
+// Nothing here survives a restart: each mount gives it again.
+struct OriginOptions {
+  // S3: the server's base URL ("http://127.0.0.1:9000"). Default: "" = AWS,
+  // https://s3.REGION.amazonaws.com.
+  std::string s3_endpoint;
+  // S3: BUCKET in the path (ENDPOINT/BUCKET/KEY) instead of the host name.
+  // Default: false, but true where the endpoint's host is an IP address or
+  // localhost (no virtual host can be named there).
+  bool s3_path_style = false;
+  // S3: keys per ListObjectsV2 page (1..1000; a test seam). Default: 1000.
+  int s3_page_size = 1000;
+  // HTTP(S): a manifest file ("PATH SIZE" lines) listing the tree. Default:
+  // "" = directory listings from the server (nginx autoindex).
+  std::string manifest;
+  // Seconds a directory listing is kept in memory; the mount passes its
+  // revalidation interval. 0 = every lookup asks the server. Default: 60.
+  uint64_t listing_ttl_seconds = 60;
+  // Seconds to connect; seconds a transfer may stall; retries of a failed
+  // request (with exponential backoff). Default: 10, 30, 5.
+  long connect_timeout_s = 10;
+  long stall_timeout_s = 30;
+  int retries = 5;
+  // Seconds after a request failed to reach the server during which
+  // lookups, opens and listings the cache can answer (cached files,
+  // directories listed before) are answered without asking it, once per
+  // such period one of them asks (OriginBackoff). 0 = always ask. Default: 5.
+  long backoff_seconds = 5;
+  // Local origins: how file data is read (--io-backend). Default: auto.
+  IoBackendKind io_backend = IoBackendKind::kAuto;
+};
+
+// Makes the origin named by spec: an absolute or relative directory path
+// (local), s3://BUCKET[/PREFIX] or http(s)://HOST[/PATH]. Checks that the
+// origin can be read now, and says why not in one line ("origin '/x': No
+// such file or directory", "s3 bucket 'b' does not exist").
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec,
+                                           const OriginOptions& options = OriginOptions());
+
+class IoBackend;
+// As above, but a local origin reads file data through io (tests inject a
+// faulty backend). REQUIRES: io != nullptr.
+Result<std::shared_ptr<Origin>> MakeOrigin(const std::string& spec, std::shared_ptr<IoBackend> io,
+                                           const OriginOptions& options = OriginOptions());
+
+}  // namespace stoker
