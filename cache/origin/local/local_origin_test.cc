@@ -23,9 +23,12 @@
 #include "cache/io/direct_io.h"
 #include "cache/io/io_backend.h"
 #include "cache/origin/origin.h"
+#include "util/test_files.h"
 
 namespace stoker {
 namespace {
+
+using testing::WriteFile;
 
 // Descriptors open now, not counting io_uring rings (they live as long as
 // their thread, by design).
@@ -42,14 +45,6 @@ int OpenFdCount() {
   }
   closedir(d);
   return n - 1;  // the one opendir holds
-}
-
-void WriteFile(const std::string& path, const std::string& data) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  STOKER_CHECK(fd >= 0, "create test file");
-  STOKER_CHECK(write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()),
-               "write test file");
-  close(fd);
 }
 
 std::string ReadAll(OriginFile& f, size_t max = 1 << 20) {
