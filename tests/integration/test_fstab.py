@@ -120,6 +120,10 @@ def test_cmake_install_puts_the_helpers_and_the_unit_in_place(tmp_path):
         assert not problems, problems
     assert list(dest.rglob("doc/stoker/configuration.md"))
     # stoker(1), made from the binary's --help: every subcommand's options.
+    # A build of the stoker target alone (the sanitizer builds) has none.
+    if not (build / "stoker.1").exists():
+        assert not list(dest.rglob("man/man1/stoker.1"))
+        return
     [page] = list(dest.rglob("man/man1/stoker.1"))
     text = page.read_text()
     for cmd in ("mount", "unmount", "stat", "fsck", "warm"):
