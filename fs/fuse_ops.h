@@ -12,7 +12,7 @@
 // Everything that would change the tree or a file fails with EROFS.
 //
 // Decoded views need nothing special here: with --view, the origin fs/ and
-// the cache see is a ViewNamespace (decode/view_namespace.h), so ".NAME/..."
+// the cache see is a ViewNamespace (decode/view/view_namespace.h), so ".NAME/..."
 // paths are ordinary entries and cached files. The one difference: a view
 // file whose size is not known yet is listed without attributes
 // (OriginDirEntry::attrs_complete), and readdirplus hands it out without a

@@ -22,7 +22,7 @@
 #include "cache/io/direct_io.h"
 #include "cache/object_cache.h"
 #include "cache/origin/origin.h"
-#include "decode/view_namespace.h"
+#include "decode/view/view_namespace.h"
 #include "fs/control_files.h"
 #include "fs/control_requests.h"
 #include "fs/control_socket.h"

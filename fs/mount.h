@@ -10,9 +10,9 @@
 
 #include "cache/options.h"
 #include "cache/origin/origin.h"
-#include "decode/decode_pool.h"
-#include "decode/view_namespace.h"
-#include "decode/view_options.h"
+#include "decode/jpeg/decode_pool.h"
+#include "decode/view/view_namespace.h"
+#include "decode/view/view_options.h"
 #include "fs/passthrough.h"
 #include "util/status.h"
 

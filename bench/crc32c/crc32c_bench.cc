@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "decode/crc32c.h"
+#include "decode/tfrecord/crc32c.h"
 
 namespace {
 

@@ -21,9 +21,9 @@
 #include <sstream>
 #include <thread>
 
-#include "decode/cpu_jpeg_decoder.h"
-#include "decode/decode_pool.h"
-#include "decode/gpu_jpeg_decoder.h"
+#include "decode/gpu/gpu_jpeg_decoder.h"
+#include "decode/jpeg/cpu_jpeg_decoder.h"
+#include "decode/jpeg/decode_pool.h"
 #include "decode/testing/test_jpegs.h"
 #include "util/log.h"
 

@@ -46,7 +46,7 @@ struct OriginIdentity {
 };
 
 // The st_dev of a derived file (a decoded view's): this bit set, the rest a
-// hash of the view's options and decoder (decode/view_origin.cc). No real
+// hash of the view's options and decoder (decode/view/view_origin.cc). No real
 // device number has it. Two derived files on different such devices hold
 // different bytes, whatever their sizes and times.
 inline constexpr uint64_t kDerivedDevBit = uint64_t{1} << 63;

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "decode/cpu_jpeg_decoder.h"
-#include "decode/jpeg_probe.h"
+#include "decode/jpeg/cpu_jpeg_decoder.h"
+#include "decode/jpeg/jpeg_probe.h"
 
 namespace {
 

@@ -13,11 +13,11 @@
 #include <string>
 #include <string_view>
 
-#include "decode/crc32c.h"
-#include "decode/example_codec.h"
-#include "decode/tfrecord.h"
-#include "decode/view_layout.h"
-#include "decode/view_record.h"
+#include "decode/tfrecord/crc32c.h"
+#include "decode/tfrecord/example_codec.h"
+#include "decode/tfrecord/tfrecord.h"
+#include "decode/view/view_layout.h"
+#include "decode/view/view_record.h"
 
 namespace {
 

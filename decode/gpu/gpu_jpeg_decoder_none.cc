@@ -1,5 +1,5 @@
 // Built without STOKER_CUDA: no GPU backend in this binary.
-#include "decode/gpu_jpeg_decoder.h"
+#include "decode/gpu/gpu_jpeg_decoder.h"
 
 namespace stoker {
 

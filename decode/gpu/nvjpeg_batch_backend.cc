@@ -8,8 +8,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "decode/gpu/gpu_jpeg_decoder.h"
 #include "decode/gpu/gpu_libraries.h"
-#include "decode/gpu_jpeg_decoder.h"
 #include "util/log.h"
 
 namespace stoker {

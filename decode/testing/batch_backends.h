@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "decode/batching_jpeg_decoder.h"
-#include "decode/cpu_jpeg_decoder.h"
+#include "decode/jpeg/batching_jpeg_decoder.h"
+#include "decode/jpeg/cpu_jpeg_decoder.h"
 
 namespace stoker::testing {
 

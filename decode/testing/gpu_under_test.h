@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "decode/gpu_jpeg_decoder.h"
+#include "decode/gpu/gpu_jpeg_decoder.h"
 
 namespace stoker::testing {
 

@@ -1,0 +1,78 @@
+// ViewOptions: what one decoded view (--view NAME[:OPTIONS]) does to the
+// files it understands, and the parser for its command-line spelling.
+//
+//   --view decoded                       all defaults
+//   --view small:channels=3,dct=accurate,feature=jpeg,on_error=skip
+//
+// Keys: channels=0|1|3, dct=fast|accurate, fancy_upsampling=true|false,
+// feature=KEY, on_error=fail|skip, max_pixels=N, arithmetic=true|false,
+// decoder=cpu|gpu (default: the mount's --decoder), fallback=cpu|none (a
+// GPU view: images the GPU cannot decode go to the CPU, or fail),
+// compression=auto|none|gzip|zlib (how TFRecord files are compressed: auto
+// by their name suffix, see CompressionFromName; the others for every file,
+// as TFRecordDataset's compression_type says for a whole dataset).
+// Errors: EINVAL naming the bad key or value.
+//
+// Fingerprint() names everything that changes a view's bytes; derived
+// objects and layouts are keyed by it, so changing an option (or the
+// decoder, or this format) never serves bytes made under the old one.
+//
+// Thread-safety: values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "decode/jpeg/jpeg_decoder.h"
+#include "decode/jpeg/jpeg_probe.h"
+#include "decode/tfrecord/example_codec.h"
+#include "decode/tfrecord/tfrecord_compressed.h"
+#include "util/status.h"
+
+namespace stoker {
+
+// Which JpegDecoder a view uses. A GPU view's bytes differ from a CPU
+// view's (gpu_jpeg_decoder.h): the decoder's name is in the fingerprint.
+enum class ViewDecoder {
+  kMount,  // as the mount's --decoder says
+  kCpu,
+  kGpu,
+};
+
+enum class OnError {
+  kFail,  // a record or file that does not decode reads as EIO
+  kSkip,  // it is left out of the view's layout
+};
+
+struct ViewOptions {
+  DecodeParams decode;
+  // The Example feature holding the JPEG. Default: "image/encoded".
+  std::string feature = kDefaultImageFeature;
+  // Default: kFail.
+  OnError on_error = OnError::kFail;
+  JpegProbeOptions probe;
+  // Default: kMount.
+  ViewDecoder decoder = ViewDecoder::kMount;
+  // A GPU view decodes what the GPU cannot (progressive, CMYK, a device
+  // error, out of memory) on the CPU, counted in stat. Default: true.
+  bool gpu_fallback = true;
+  // Compression of every TFRecord file; nullopt (auto): by name suffix.
+  // Uncompressed TFRecords are recognised either way. Default: nullopt.
+  std::optional<TfRecordCompression> compression;
+
+  // "v1;channels=0;dct=fast;..." plus decoder_name; changes whenever any
+  // input to the view's bytes does.
+  std::string Fingerprint(const std::string& decoder_name) const;
+};
+
+struct ViewSpec {
+  std::string name;
+  ViewOptions options;
+};
+
+// Parses "NAME" or "NAME:key=value,key=value". The name must be a plain
+// file name (no '/', not "." or "..", not empty).
+Result<ViewSpec> ParseViewSpec(std::string_view spec);
+
+}  // namespace stoker

@@ -1,0 +1,101 @@
+#include "decode/view/view_options.h"
+
+#include <gtest/gtest.h>
+
+namespace stoker {
+namespace {
+
+TEST(ViewOptionsTest, Defaults) {
+  auto spec = ParseViewSpec("decoded");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ("decoded", spec->name);
+  EXPECT_EQ(0, spec->options.decode.channels);
+  EXPECT_EQ(DctMethod::kFast, spec->options.decode.dct);
+  EXPECT_TRUE(spec->options.decode.fancy_upsampling);
+  EXPECT_EQ("image/encoded", spec->options.feature);
+  EXPECT_EQ(OnError::kFail, spec->options.on_error);
+  EXPECT_EQ(ViewDecoder::kMount, spec->options.decoder);
+  EXPECT_TRUE(spec->options.gpu_fallback);
+}
+
+TEST(ViewOptionsTest, DecoderAndFallback) {
+  auto gpu = ParseViewSpec("g:decoder=gpu,fallback=none");
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  EXPECT_EQ(ViewDecoder::kGpu, gpu->options.decoder);
+  EXPECT_FALSE(gpu->options.gpu_fallback);
+  auto cpu = ParseViewSpec("c:decoder=cpu,fallback=cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ(ViewDecoder::kCpu, cpu->options.decoder);
+  EXPECT_TRUE(cpu->options.gpu_fallback);
+}
+
+TEST(ViewOptionsTest, AllKeys) {
+  auto spec = ParseViewSpec(
+      "small:channels=3,dct=accurate,feature=jpeg,on_error=skip,max_pixels=5000,arithmetic=false,"
+      "fancy_upsampling=false");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const ViewOptions& o = spec->options;
+  EXPECT_EQ("small", spec->name);
+  EXPECT_EQ(3, o.decode.channels);
+  EXPECT_EQ(DctMethod::kAccurate, o.decode.dct);
+  EXPECT_FALSE(o.decode.fancy_upsampling);
+  EXPECT_EQ("jpeg", o.feature);
+  EXPECT_EQ(OnError::kSkip, o.on_error);
+  EXPECT_EQ(5000u, o.probe.max_pixels);
+  EXPECT_FALSE(o.probe.allow_arithmetic);
+}
+
+TEST(ViewOptionsTest, Compression) {
+  auto spec = ParseViewSpec("v");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_FALSE(spec->options.compression.has_value());
+  const std::string plain = spec->options.Fingerprint("cpu");
+  for (auto [word, want] : {std::pair{"none", TfRecordCompression::kNone},
+                            std::pair{"gzip", TfRecordCompression::kGzip},
+                            std::pair{"zlib", TfRecordCompression::kZlib}}) {
+    auto s = ParseViewSpec(std::string("v:compression=") + word);
+    ASSERT_TRUE(s.ok()) << word;
+    ASSERT_TRUE(s->options.compression.has_value()) << word;
+    EXPECT_EQ(want, *s->options.compression) << word;
+    EXPECT_NE(plain, s->options.Fingerprint("cpu")) << word;
+  }
+  // auto is the default, and names nothing: layouts made before stay valid.
+  auto a = ParseViewSpec("v:compression=auto");
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->options.compression.has_value());
+  EXPECT_EQ(plain, a->options.Fingerprint("cpu"));
+}
+
+TEST(ViewOptionsTest, Errors) {
+  for (const char* bad :
+       {"", ":channels=3", "a/b", "..", "v:channels=2", "v:dct=slow", "v:on_error=ignore",
+        "v:channels", "v:nosuch=1", "v:max_pixels=0", "v:max_pixels=12x",
+        "v:feature=", "v:feature=image/height", "v:arithmetic=maybe", "v:decoder=auto",
+        "v:decoder=cuda", "v:fallback=gpu", "v:compression=bz2", "v:compression="}) {
+    auto spec = ParseViewSpec(bad);
+    EXPECT_FALSE(spec.ok()) << bad;
+    if (!spec.ok()) {
+      EXPECT_EQ(EINVAL, spec.status().code()) << bad;
+    }
+  }
+}
+
+TEST(ViewOptionsTest, FingerprintNamesEveryInput) {
+  ViewOptions base;
+  const std::string f = base.Fingerprint("dec");
+  EXPECT_NE(f, base.Fingerprint("dec2"));
+  std::vector<ViewOptions> changed(7, base);
+  changed[0].decode.channels = 3;
+  changed[1].decode.dct = DctMethod::kAccurate;
+  changed[2].decode.fancy_upsampling = false;
+  changed[3].feature = "x";
+  changed[4].on_error = OnError::kSkip;
+  changed[5].probe.max_pixels = 1;
+  changed[6].probe.allow_arithmetic = false;
+  for (size_t i = 0; i < changed.size(); ++i) {
+    EXPECT_NE(f, changed[i].Fingerprint("dec")) << i;
+  }
+}
+
+}  // namespace
+}  // namespace stoker
