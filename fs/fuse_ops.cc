@@ -16,6 +16,7 @@
 #include "fs/fuse_ops_internal.h"
 #include "fs/fuse_reply.h"
 #include "fs/posix_rules.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace stoker::fuse_ops {
@@ -358,9 +359,7 @@ Result<uint64_t> NodeOf(FsContext& fs, uint64_t parent, std::string_view name,
 
 void MaybeShedNodes(FsContext& fs) {
   if (fs.max_nodes == 0 || fs.notifier == nullptr || fs.inodes.size() <= fs.max_nodes) return;
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now = MonotonicNs();
   int64_t last = fs.last_shed_ns.load(std::memory_order_relaxed);
   if (now - last < 50'000'000 || !fs.last_shed_ns.compare_exchange_strong(last, now)) return;
   if (fs.notifier->entries_pending() > 0) return;  // the last ones are still on their way

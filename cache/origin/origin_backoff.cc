@@ -9,12 +9,6 @@
 
 namespace stoker {
 
-int64_t OriginBackoff::MonotonicNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 OriginBackoff::OriginBackoff(int64_t backoff_ns, Clock clock)
     : backoff_ns_(backoff_ns), clock_(std::move(clock)) {}
 

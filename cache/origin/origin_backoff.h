@@ -35,15 +35,15 @@
 #include <functional>
 #include <mutex>
 
+#include "util/clock.h"
 #include "util/status.h"
 
 namespace stoker {
 
 class OriginBackoff {
  public:
-  // Monotonic nanoseconds (tests pass their own).
+  // Monotonic nanoseconds (util/clock.h's; tests pass their own).
   using Clock = std::function<int64_t()>;
-  static int64_t MonotonicNs();
 
   explicit OriginBackoff(int64_t backoff_ns, Clock clock = MonotonicNs);
 

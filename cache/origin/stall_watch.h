@@ -40,6 +40,7 @@
 #include <thread>
 
 #include "cache/origin/origin_backoff.h"
+#include "util/clock.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -59,8 +60,7 @@ class StallWatch {
   };
 
   // backoff must outlive the watch. clock: as OriginBackoff's.
-  StallWatch(Options options, OriginBackoff* backoff,
-             OriginBackoff::Clock clock = OriginBackoff::MonotonicNs);
+  StallWatch(Options options, OriginBackoff* backoff, OriginBackoff::Clock clock = MonotonicNs);
   ~StallWatch();
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;

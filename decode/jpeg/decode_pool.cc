@@ -6,14 +6,10 @@
 #include <chrono>
 #include <new>
 
+#include "util/clock.h"
+
 namespace stoker {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 constexpr int64_t kWindowNs = int64_t{DecodePool::kRateWindowSeconds} * 1000000000;
 
@@ -138,7 +134,7 @@ size_t DecodePool::queued() const {
 
 double DecodePool::RecentJobsPerSecond() const {
   std::lock_guard<std::mutex> l(mu_);
-  const int64_t now = NowNs();
+  const int64_t now = MonotonicNs();
   while (!finished_.empty() && finished_.front() < now - kWindowNs) finished_.pop_front();
   return static_cast<double>(finished_.size()) / kRateWindowSeconds;
 }
@@ -174,7 +170,7 @@ void DecodePool::Run() {
     running_--;
     {
       std::lock_guard<std::mutex> l(mu_);
-      const int64_t now = NowNs();
+      const int64_t now = MonotonicNs();
       finished_.push_back(now);
       while (!finished_.empty() && finished_.front() < now - kWindowNs) finished_.pop_front();
     }

@@ -24,6 +24,7 @@
 #include "cache/io/direct_io.h"
 #include "cache/origin/origin_backoff.h"
 #include "cache/origin/stall_watch.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace stoker {
@@ -96,12 +97,6 @@ bool DirIsEmpty(int fd) {
 // Directories a LocalOrigin remembers for a dead origin (a few hundred
 // bytes each).
 constexpr size_t kMaxKnownDirs = 1 << 17;
-
-int64_t SteadyNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 }  // namespace
 
@@ -379,7 +374,7 @@ bool LocalOrigin::Reopen(const std::shared_ptr<const Root>& root, int code) {
   std::unique_lock<std::mutex> trying(reopen_mu_, std::try_to_lock);
   if (!trying.owns_lock()) return false;  // another thread is at it: fail fast
   if (replaced()) return true;
-  const int64_t now = SteadyNs();
+  const int64_t now = MonotonicNs();
   if (last_reopen_ns_ != 0 && now - last_reopen_ns_ < reopen_interval_ns_) return false;
   last_reopen_ns_ = now;
   int fd = OpenRoot(reopen_path_);
