@@ -5,6 +5,7 @@
 
 #include "cache/object_cache_impl.h"
 #include "util/log.h"
+#include "util/path.h"
 
 namespace stoker {
 namespace {
@@ -15,10 +16,6 @@ constexpr size_t kDropBatch = 1024;
 constexpr size_t kMaxVictimsPerRound = 256;
 constexpr uint64_t kSameAccessTicks = 128;
 constexpr int kMaxRepicks = 64;
-
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
 
 }  // namespace
 

@@ -7,34 +7,17 @@
 
 #include <cstdio>
 
+#include "util/files.h"
+
 namespace stoker {
-namespace {
-
-// mkdir -p; intermediate directories get 0755 like mkdir -p, the leaf 0700.
-Status MakeDirs(const std::string& dir) {
-  std::string partial;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    size_t next = dir.find('/', pos + 1);
-    partial = dir.substr(0, next);
-    pos = next;
-    if (partial.empty() || partial == "/") continue;
-    bool leaf = next == std::string::npos;
-    if (::mkdir(partial.c_str(), leaf ? 0700 : 0755) != 0 && errno != EEXIST) {
-      return Status::FromErrno("cannot create cache dir '" + partial + "'");
-    }
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 Result<std::unique_ptr<CacheDirLock>> CacheDirLock::Acquire(const std::string& dir, bool create) {
   if (dir.empty()) return Status::Invalid("cache dir not given");
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno != ENOENT || !create) return Status::FromErrno("cache dir '" + dir + "'");
-    STOKER_RETURN_IF_ERROR(MakeDirs(dir));
+    // mkdir -p: the directories above it 0755 as mkdir -p makes them, the cache dir 0700.
+    STOKER_RETURN_IF_ERROR(MakeDirs(dir, 0700, 0755));
     if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno("cache dir '" + dir + "'");
   }
   if (!S_ISDIR(st.st_mode)) {

@@ -4,21 +4,9 @@
 #include <numeric>
 #include <unordered_set>
 
+#include "util/path.h"
+
 namespace stoker {
-namespace {
-
-// "a/b/c" -> {"a/b", "c"}; "c" -> {"", "c"}.
-std::pair<std::string, std::string> SplitPath(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return {"", path};
-  return {path.substr(0, slash), path.substr(slash + 1)};
-}
-
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
-
-}  // namespace
 
 DirScan::DirScan(Options options, Lister lister) : options_(options), lister_(std::move(lister)) {}
 
@@ -81,11 +69,11 @@ bool DirScan::Step(Dir& d, const std::string& name, std::vector<std::string>* ou
     o.last = p;
     if (o.streak == 0 || out == nullptr) continue;
     if (next != nullptr && next->empty() && p + 1 < n)
-      *next = Join(d.path, d.names[o.names[p + 1]]);
+      *next = JoinPath(d.path, d.names[o.names[p + 1]]);
     const size_t until = std::min(n, p + 1 + options_.ahead);
     for (size_t q = std::max(o.returned_until, p + 1); q < until; ++q) {
       const uint32_t idx = o.names[q];
-      if (picked.insert(idx).second) out->push_back(Join(d.path, d.names[idx]));
+      if (picked.insert(idx).second) out->push_back(JoinPath(d.path, d.names[idx]));
     }
     o.returned_until = std::max(o.returned_until, until);
   }

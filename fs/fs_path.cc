@@ -4,15 +4,6 @@
 
 namespace stoker {
 
-std::string JoinPath(std::string_view parent, std::string_view name) {
-  std::string out;
-  out.reserve(parent.size() + 1 + name.size());
-  out.append(parent);
-  if (!parent.empty()) out.push_back('/');
-  out.append(name);
-  return out;
-}
-
 bool IsValidComponent(std::string_view name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
          name.find('\0') == std::string_view::npos;

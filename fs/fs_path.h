@@ -7,13 +7,10 @@
 #include <string>
 #include <string_view>
 
+#include "util/path.h"
 #include "util/status.h"
 
 namespace stoker {
-
-// The origin path of `name` inside the directory at `parent`.
-// REQUIRES: name is one component (no '/', not "." or "..", not empty).
-std::string JoinPath(std::string_view parent, std::string_view name);
 
 // True if name can be one component of an origin path.
 bool IsValidComponent(std::string_view name);

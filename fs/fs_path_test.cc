@@ -5,12 +5,6 @@
 namespace stoker {
 namespace {
 
-TEST(FsPathTest, JoinPath) {
-  EXPECT_EQ(JoinPath("", "a"), "a");
-  EXPECT_EQ(JoinPath("a", "b"), "a/b");
-  EXPECT_EQ(JoinPath("a/b", "c d"), "a/b/c d");
-}
-
 TEST(FsPathTest, ValidComponents) {
   EXPECT_TRUE(IsValidComponent("a"));
   EXPECT_TRUE(IsValidComponent(".hidden"));

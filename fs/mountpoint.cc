@@ -1,27 +1,21 @@
 #include "fs/mountpoint.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
-#include <sstream>
 #include <string>
 
+#include "fs/kernel_mounts.h"
+#include "util/files.h"
 #include "util/log.h"
-
-extern char** environ;
 
 namespace stoker {
 
@@ -31,31 +25,10 @@ Status Fail(const std::string& mp, int code, const std::string& why) {
   return Status::Error(code, "mountpoint '" + mp + "' " + why);
 }
 
-// `fusermount3 -u -z mp`, for when umount2 is not ours to call.
-bool FusermountLazyUnmount(const std::string& mp) {
-  const char* argv[] = {"fusermount3", "-u", "-z", "--", mp.c_str(), nullptr};
-  pid_t pid;
-  if (posix_spawnp(&pid, "fusermount3", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
-    return false;
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 Status ClearStaleMount(const std::string& mp) {
   LOG_WARN("mountpoint '{}' holds a stale FUSE mount (its daemon is gone); detaching it", mp);
   if (DetachMount(mp)) return Status::OK();
   return Fail(mp, ENOTCONN, "holds a stale FUSE mount that could not be detached");
-}
-
-bool WriteSmallFile(const std::string& path, const std::string& text) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  return ok;
 }
 
 // Lexically normalized absolute form of p, resolving what exists of it.
@@ -138,48 +111,25 @@ Status CheckNesting(const std::string& origin, const std::string& mountpoint,
 }
 
 Result<dev_t> DevOfMount(const std::string& mountpoint) {
-  // Fields: id parent MAJ:MIN root mountpoint ...; the mountpoint has ' ',
-  // tab, newline and '\\' escaped as octal.
-  std::string escaped;
-  for (char c : mountpoint) {
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\%03o", static_cast<unsigned char>(c));
-      escaped += buf;
-    } else {
-      escaped.push_back(c);
-    }
-  }
-  FILE* f = std::fopen("/proc/self/mountinfo", "re");
-  if (f == nullptr) return Status::FromErrno("/proc/self/mountinfo");
-  std::optional<dev_t> found;
-  char* line = nullptr;
-  size_t cap = 0;
-  while (getline(&line, &cap, f) > 0) {
-    std::istringstream in(line);
-    std::string id, parent, majmin, root, mp;
-    if (!(in >> id >> parent >> majmin >> root >> mp) || mp != escaped) continue;
-    unsigned maj = 0, min = 0;
-    if (std::sscanf(majmin.c_str(), "%u:%u", &maj, &min) == 2) found = makedev(maj, min);
-  }
-  free(line);
-  std::fclose(f);
-  if (!found) return Status::NotFound("nothing is mounted at '" + mountpoint + "'");
-  return *found;
+  STOKER_ASSIGN_OR_RETURN(std::vector<MountInfoEntry> mounts, ReadMountInfo());
+  std::optional<MountInfoEntry> m = FindMountAt(mounts, mountpoint);
+  if (!m) return Status::NotFound("nothing is mounted at '" + mountpoint + "'");
+  return m->dev;
 }
 
 bool DetachMount(const std::string& mountpoint) {
-  return umount2(mountpoint.c_str(), MNT_DETACH) == 0 || FusermountLazyUnmount(mountpoint);
+  return UnmountFuse(mountpoint, /*lazy=*/true).ok();
 }
 
 bool RaiseReadahead(dev_t dev, unsigned kb) {
   const std::string path = "/sys/class/bdi/" + std::to_string(major(dev)) + ":" +
                            std::to_string(minor(dev)) + "/read_ahead_kb";
-  return WriteSmallFile(path, std::to_string(kb));
+  return WriteSmallFile(path, std::to_string(kb)).ok();
 }
 
 bool AbortFuseConnection(dev_t dev) {
-  return WriteSmallFile("/sys/fs/fuse/connections/" + std::to_string(minor(dev)) + "/abort", "1");
+  return WriteSmallFile("/sys/fs/fuse/connections/" + std::to_string(minor(dev)) + "/abort", "1")
+      .ok();
 }
 
 }  // namespace stoker

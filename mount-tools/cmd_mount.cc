@@ -21,7 +21,8 @@
 #include "fs/mountpoint.h"
 #include "mount-tools/commands.h"
 #include "mount-tools/init_process.h"
-#include "mount-tools/mountpoint.h"
+#include "mount-tools/mount_root.h"
+#include "util/files.h"
 #include "util/log.h"
 #include "util/size.h"
 
@@ -45,29 +46,6 @@ Result<uint64_t> ParseSizeFlag(const std::string& flag, const std::string& text)
   auto r = ParseSize(text);
   if (!r.ok()) return Status::Invalid(flag + ": " + r.status().message());
   return r;
-}
-
-// mkdir -p with 0700 for what it creates, which it appends to *made
-// (outermost first).
-Status MakeDirs(const std::string& dir, std::vector<std::string>* made) {
-  std::string partial;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    size_t next = dir.find('/', pos + 1);
-    partial = dir.substr(0, next);
-    pos = next;
-    if (partial.empty() || partial == "/") continue;
-    if (mkdir(partial.c_str(), 0700) == 0) {
-      made->push_back(partial);
-    } else if (errno != EEXIST) {
-      std::string where = partial == dir ? "" : ": '" + partial + "'";
-      return Status::FromErrno("cache dir '" + dir + "' cannot be created" + where);
-    }
-  }
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0) return Status::FromErrno("cache dir '" + dir + "'");
-  if (!S_ISDIR(st.st_mode)) return Status::Invalid("cache dir '" + dir + "' is not a directory");
-  return Status::OK();
 }
 
 void WriteLine(int fd, const std::string& line) {
@@ -119,7 +97,9 @@ int RunDaemonChild(MountOptions options, const std::string& log_file, int ready_
   // A mount refused before it used a cache dir it made (a missing origin, a
   // busy mountpoint) leaves no dir behind, nor a log in it.
   std::vector<std::string> made;
-  if (Status st = MakeDirs(options.cache.dir, &made); !st.ok()) return fail(st.message());
+  if (Status st = MakeDirs(options.cache.dir, 0700, 0700, &made); !st.ok()) {
+    return fail("cache dir: " + st.message());
+  }
   std::string log_path = log_file.empty() ? options.cache.dir + "/stoker.log" : log_file;
   auto unmake = [&] {
     if (made.empty()) return;

@@ -9,7 +9,7 @@
 
 #include "fs/metrics.h"
 #include "mount-tools/commands.h"
-#include "mount-tools/mountpoint.h"
+#include "mount-tools/mount_root.h"
 #include "util/size.h"
 
 namespace stoker {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "mount-tools/commands.h"
-#include "mount-tools/mountpoint.h"
+#include "mount-tools/mount_root.h"
 
 namespace stoker {
 namespace {

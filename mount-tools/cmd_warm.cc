@@ -19,7 +19,7 @@
 
 #include "fs/control_socket.h"
 #include "mount-tools/commands.h"
-#include "mount-tools/mountpoint.h"
+#include "mount-tools/mount_root.h"
 #include "util/size.h"
 
 namespace stoker {

@@ -1,11 +1,14 @@
 // Files for unit tests: a scratch directory removed with everything in it,
-// reproducible bytes, and writing a file whole. Test code only.
+// reproducible bytes, writing a file whole, and counting open descriptors.
+// Test code only.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -48,6 +51,25 @@ inline void WriteFile(const std::string& path, const std::string& data) {
   STOKER_CHECK(::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()),
                "write test file");
   ::close(fd);
+}
+
+// Descriptors this process has open now, not counting io_uring rings (they
+// live as long as their thread, by design): a test compares it before and
+// after to find a leaked descriptor.
+inline int OpenFdCount() {
+  int n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  STOKER_CHECK(d != nullptr, "open /proc/self/fd");
+  while (struct dirent* de = ::readdir(d)) {
+    if (de->d_name[0] == '.') continue;
+    const std::string link = std::string("/proc/self/fd/") + de->d_name;
+    char target[256];
+    const ssize_t len = ::readlink(link.c_str(), target, sizeof(target) - 1);
+    target[len > 0 ? len : 0] = '\0';
+    if (std::strstr(target, "io_uring") == nullptr) ++n;
+  }
+  ::closedir(d);
+  return n - 1;  // the one opendir holds
 }
 
 }  // namespace stoker::testing

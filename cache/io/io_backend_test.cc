@@ -16,55 +16,23 @@
 #include <vector>
 
 #include "cache/io/io_backend_impl.h"
+#include "util/test_files.h"
 
 namespace stoker {
 namespace {
 
-// Descriptors open now, not counting io_uring rings: a thread's ring lives
-// as long as the thread, by design.
-int OpenFdCount() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  while (struct dirent* de = readdir(d)) {
-    if (de->d_name[0] == '.') continue;
-    char link[300], target[256];
-    std::snprintf(link, sizeof(link), "/proc/self/fd/%s", de->d_name);
-    ssize_t len = readlink(link, target, sizeof(target) - 1);
-    target[len > 0 ? len : 0] = '\0';
-    if (std::strstr(target, "io_uring") == nullptr) ++n;
-  }
-  closedir(d);
-  return n - 1;  // the one opendir holds
-}
+using testing::OpenFdCount;
+using testing::Pattern;
 
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  std::mt19937 rng(seed);
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
-class TempDir {
+// A scratch directory that makes the tests' files.
+class TempDir : public testing::ScratchDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/stoker-io-XXXXXX";
-    STOKER_CHECK(mkdtemp(tmpl) != nullptr, "mkdtemp");
-    path_ = tmpl;
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
+  TempDir() : ScratchDir("io") {}
   std::string File(const std::string& name, const std::string& data) const {
-    std::string p = path_ + "/" + name;
-    int fd = open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    STOKER_CHECK(fd >= 0, "create test file");
-    STOKER_CHECK(write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()),
-                 "write test file");
-    close(fd);
+    const std::string p = Sub(name);
+    testing::WriteFile(p, data);
     return p;
   }
-
- private:
-  std::string path_;
 };
 
 struct SyscallKind {

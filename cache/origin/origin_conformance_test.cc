@@ -129,7 +129,7 @@ class OriginConformanceTest : public ::testing::TestWithParam<Backend> {
 };
 
 TEST_P(OriginConformanceTest, DirectoriesAreDirectories) {
-  for (const std::string& dir : {"", "sub", "sub/deep"}) {
+  for (const std::string dir : {"", "sub", "sub/deep"}) {
     Result<struct stat> st = origin_->Stat(dir);
     ASSERT_TRUE(st.ok()) << "'" << dir << "': " << st.status().message();
     EXPECT_TRUE(S_ISDIR(st->st_mode)) << dir;
@@ -147,7 +147,7 @@ TEST_P(OriginConformanceTest, FilesHaveTheirSizesAndTimes) {
 }
 
 TEST_P(OriginConformanceTest, WhatIsNotThereIsEnoent) {
-  for (const std::string& path : {"nope", "sub/nope", "sub/deep/nope/deeper"}) {
+  for (const std::string path : {"nope", "sub/nope", "sub/deep/nope/deeper"}) {
     Result<struct stat> st = origin_->Stat(path);
     EXPECT_EQ(st.status().code(), ENOENT) << path << ": " << st.status().message();
     Result<std::unique_ptr<OriginFile>> f = origin_->Open(path);
@@ -156,7 +156,7 @@ TEST_P(OriginConformanceTest, WhatIsNotThereIsEnoent) {
 }
 
 TEST_P(OriginConformanceTest, ADirectoryIsNotOpenedAsAFile) {
-  for (const std::string& dir : {"", "sub", "sub/deep"}) {
+  for (const std::string dir : {"", "sub", "sub/deep"}) {
     EXPECT_EQ(origin_->Open(dir).status().code(), EISDIR) << "'" << dir << "'";
   }
 }
@@ -209,7 +209,7 @@ TEST_P(OriginConformanceTest, ReadsAreByteExactAndShortOnlyAtTheEnd) {
 }
 
 TEST_P(OriginConformanceTest, AnOpenFileHasTheIdentityStatGives) {
-  for (const std::string& rel : {"a.bin", "sub/deep/c.bin"}) {
+  for (const std::string rel : {"a.bin", "sub/deep/c.bin"}) {
     Result<struct stat> st = origin_->Stat(rel);
     ASSERT_TRUE(st.ok()) << st.status().message();
     Result<std::unique_ptr<OriginFile>> f = origin_->Open(rel);
@@ -240,7 +240,7 @@ TEST_P(OriginConformanceTest, AChangedFileIsAnotherContent) {
 }
 
 TEST_P(OriginConformanceTest, PathsThatAreNotPlainAreRefused) {
-  for (const std::string& path : {"../x", "a.bin/..", "sub//b.txt", "./a.bin", "/a.bin", "sub/"}) {
+  for (const std::string path : {"../x", "a.bin/..", "sub//b.txt", "./a.bin", "/a.bin", "sub/"}) {
     EXPECT_EQ(origin_->Stat(path).status().code(), EINVAL) << path;
     EXPECT_EQ(origin_->Open(path).status().code(), EINVAL) << path;
   }

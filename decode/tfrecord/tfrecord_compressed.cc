@@ -3,13 +3,10 @@
 #include <cstring>
 
 #include "decode/tfrecord/crc32c.h"
+#include "util/path.h"
 
 namespace stoker {
 namespace {
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
 
 constexpr size_t kInputBuffer = 256 << 10;
 

@@ -17,6 +17,7 @@
 #include "decode/view/cached_byte_source.h"
 #include "decode/view/view_producer.h"
 #include "util/log.h"
+#include "util/path.h"
 
 namespace stoker {
 namespace {
@@ -62,19 +63,6 @@ uint64_t Fnv1a(std::string_view s) {
     h *= 0x100000001b3ull;
   }
   return h;
-}
-
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
-
-std::string BaseName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 // Not the data's fault: passed through to the reader as it is. (ENOMEM is
@@ -764,7 +752,7 @@ Status ViewOrigin::ReadDir(const std::string& path,
     for (size_t i; (i = next.fetch_add(1)) < raw_entries.size();) {
       const OriginDirEntry& e = raw_entries[i];
       if (!S_ISREG(e.st.st_mode)) continue;
-      const std::string raw_path = Join(path, e.name);
+      const std::string raw_path = JoinPath(path, e.name);
       kinds[i] = KindOf(raw_path, e.st);
       if (!lay_out_jpegs || !kinds[i].ok() || *kinds[i] != RawViewKind::kJpeg ||
           KnownLayout(raw_path, IdentityFromStat(e.st)) != nullptr) {
@@ -809,7 +797,7 @@ Status ViewOrigin::ReadDir(const std::string& path,
       out.name = e.name;
       out.st = ViewStat(e.st, 0);
     } else {
-      const std::string raw_path = Join(path, e.name);
+      const std::string raw_path = JoinPath(path, e.name);
       const Result<RawViewKind>& kind = kinds[i];
       if (!kind.ok()) {
         LOG_DEBUG("view {}: leaving '{}' out of a listing: {}", spec_.name, raw_path,

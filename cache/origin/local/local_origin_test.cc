@@ -28,24 +28,8 @@
 namespace stoker {
 namespace {
 
+using testing::OpenFdCount;
 using testing::WriteFile;
-
-// Descriptors open now, not counting io_uring rings (they live as long as
-// their thread, by design).
-int OpenFdCount() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  while (struct dirent* de = readdir(d)) {
-    if (de->d_name[0] == '.') continue;
-    char link[300], target[256];
-    std::snprintf(link, sizeof(link), "/proc/self/fd/%s", de->d_name);
-    ssize_t len = readlink(link, target, sizeof(target) - 1);
-    target[len > 0 ? len : 0] = '\0';
-    if (std::strstr(target, "io_uring") == nullptr) ++n;
-  }
-  closedir(d);
-  return n - 1;  // the one opendir holds
-}
 
 std::string ReadAll(OriginFile& f, size_t max = 1 << 20) {
   std::string buf(max, '\0');

@@ -16,15 +16,6 @@ constexpr size_t kMaxListings = 4096;
 // Retries of the checks at mount time (a dead server fails in seconds).
 constexpr int kProbeRetries = 2;
 
-HttpClient::Options ClientOptions(const OriginOptions& o) {
-  HttpClient::Options c;
-  c.connect_timeout_s = o.connect_timeout_s;
-  c.stall_timeout_s = o.stall_timeout_s;
-  c.retry.max_retries = o.retries;
-  c.backoff_s = o.backoff_seconds;
-  return c;
-}
-
 }  // namespace
 
 Result<std::shared_ptr<HttpOrigin>> HttpOrigin::Create(const std::string& url,

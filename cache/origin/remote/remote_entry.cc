@@ -34,16 +34,6 @@ struct stat RemoteStat(const std::string& path, const RemoteEntry& e, int64_t di
   return st;
 }
 
-std::string ParentOf(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash);
-}
-
-std::string BaseName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 ListingCache::ListingCache(uint64_t ttl_seconds, size_t max_dirs)
     : ttl_(static_cast<int64_t>(ttl_seconds)), max_dirs_(max_dirs) {}
 

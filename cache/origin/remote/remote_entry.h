@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cache/origin/origin_backoff.h"
+#include "util/path.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -80,10 +81,5 @@ class ListingCache {
   std::list<std::string> lru_;                        // GUARDED_BY(mu_), newest first
   std::unordered_map<std::string, bool> known_dirs_;  // GUARDED_BY(mu_)
 };
-
-// "a/b/c" -> "a/b"; "c" -> "".
-std::string ParentOf(const std::string& path);
-// "a/b/c" -> "c".
-std::string BaseName(const std::string& path);
 
 }  // namespace stoker

@@ -47,9 +47,6 @@ TEST(RemoteEntryTest, Paths) {
   for (const char* bad : {"/a", "a/", "a//b", "./a", "a/..", "."}) {
     EXPECT_FALSE(IsPlainRelativePath(bad)) << bad;
   }
-  EXPECT_EQ(ParentOf("a/b/c"), "a/b");
-  EXPECT_EQ(ParentOf("c"), "");
-  EXPECT_EQ(BaseName("a/b/c"), "c");
 }
 
 TEST(ListingCacheTest, KeepsForTtlAndBounds) {

@@ -3,6 +3,16 @@
 #include <algorithm>
 
 namespace stoker {
+
+HttpClient::Options ClientOptions(const OriginOptions& o) {
+  HttpClient::Options c;
+  c.connect_timeout_s = o.connect_timeout_s;
+  c.stall_timeout_s = o.stall_timeout_s;
+  c.retry.max_retries = o.retries;
+  c.backoff_s = o.backoff_seconds;
+  return c;
+}
+
 namespace {
 
 // The total of "bytes 0-99/1234", or -1.

@@ -23,6 +23,10 @@
 
 namespace stoker {
 
+// The HTTP client's timeouts and retries as the origin's options set them:
+// the same for both remote origins.
+HttpClient::Options ClientOptions(const OriginOptions& o);
+
 class RemoteFile final : public OriginFile {
  public:
   // How a request is sent (signed, where the origin signs).

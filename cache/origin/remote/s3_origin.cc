@@ -20,15 +20,6 @@ constexpr size_t kMaxListings = 4096;
 // Retries of the check at mount time (a dead endpoint fails in seconds).
 constexpr int kProbeRetries = 2;
 
-HttpClient::Options ClientOptions(const OriginOptions& o) {
-  HttpClient::Options c;
-  c.connect_timeout_s = o.connect_timeout_s;
-  c.stall_timeout_s = o.stall_timeout_s;
-  c.retry.max_retries = o.retries;
-  c.backoff_s = o.backoff_seconds;
-  return c;
-}
-
 bool ValidBucket(const std::string& b) {
   if (b.size() < 3 || b.size() > 63) return false;
   for (unsigned char c : b) {

@@ -1,24 +1,20 @@
-#include "mount-tools/mountpoint.h"
+#include "fs/kernel_mounts.h"
 
 #include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <stdlib.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
-#include <chrono>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "fs/fuse_access.h"
+#include "util/files.h"
 
 namespace stoker {
 namespace {
@@ -37,35 +33,6 @@ std::string DecodeMountInfoField(const std::string& s) {
     }
   }
   return out;
-}
-
-Result<std::string> ReadWholeFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("'" + path + "'");
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status st = Status::FromErrno("read '" + path + "'");
-      close(fd);
-      return st;
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return text;
-}
-
-std::string Parent(const std::string& abs) {
-  size_t slash = abs.rfind('/');
-  return slash == 0 ? "/" : abs.substr(0, slash);
-}
-
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir == "/" ? "/" + name : dir + "/" + name;
 }
 
 // Runs argv with stderr captured; returns the exit status and what it said.
@@ -130,12 +97,19 @@ std::vector<MountInfoEntry> ParseMountInfo(const std::string& text) {
     while (dash < f.size() && f[dash] != "-") ++dash;
     if (dash + 1 >= f.size()) continue;
     MountInfoEntry e;
+    unsigned maj = 0, min = 0;
+    if (std::sscanf(f[2].c_str(), "%u:%u", &maj, &min) == 2) e.dev = makedev(maj, min);
     e.mount_point = DecodeMountInfoField(f[4]);
     e.fstype = DecodeMountInfoField(f[dash + 1]);
     if (dash + 2 < f.size()) e.source = DecodeMountInfoField(f[dash + 2]);
     out.push_back(std::move(e));
   }
   return out;
+}
+
+Result<std::vector<MountInfoEntry>> ReadMountInfo() {
+  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeFile("/proc/self/mountinfo"));
+  return ParseMountInfo(text);
 }
 
 bool IsFuseFsType(const std::string& fstype) {
@@ -154,81 +128,6 @@ std::optional<MountInfoEntry> FindMountAt(const std::vector<MountInfoEntry>& mou
 bool IsDeadFuseMount(const std::string& abs_path) {
   struct statfs sfs;
   return statfs(abs_path.c_str(), &sfs) != 0 && (errno == ENOTCONN || errno == ECONNABORTED);
-}
-
-Result<std::vector<MountInfoEntry>> ReadMountInfo() {
-  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeFile("/proc/self/mountinfo"));
-  return ParseMountInfo(text);
-}
-
-Result<std::string> AbsolutePathNoFollow(const std::string& path) {
-  if (path.empty()) return Status::Invalid("empty path");
-  std::filesystem::path p(path);
-  if (p.is_relative()) {
-    char cwd[PATH_MAX];
-    if (getcwd(cwd, sizeof cwd) == nullptr) return Status::FromErrno("getcwd");
-    p = std::filesystem::path(cwd) / p;
-  }
-  std::string norm = p.lexically_normal().string();
-  while (norm.size() > 1 && norm.back() == '/') norm.pop_back();
-  if (norm == "/") return norm;
-  std::string parent = Parent(norm);
-  std::string base = norm.substr(norm.rfind('/') + 1);
-  char resolved[PATH_MAX];
-  if (realpath(parent.c_str(), resolved) == nullptr) return Status::FromErrno("'" + parent + "'");
-  return Join(resolved, base);
-}
-
-std::string RelativeToRoot(const std::string& root, const std::string& path) {
-  if (path == root) return "";
-  if (root == "/") return path.substr(1);
-  return path.substr(root.size() + 1);
-}
-
-Result<std::string> FindMountRoot(const std::string& path, bool require_fuse) {
-  char resolved[PATH_MAX];
-  if (realpath(path.c_str(), resolved) == nullptr) {
-    if (errno == ENOTCONN) {
-      return Status::Error(ENOTCONN, "'" + path +
-                                         "': Transport endpoint is not connected (its stoker "
-                                         "daemon is gone; 'stoker unmount' the mountpoint)");
-    }
-    return Status::FromErrno("'" + path + "'");
-  }
-  std::vector<MountInfoEntry> mounts;
-  if (require_fuse) {
-    STOKER_ASSIGN_OR_RETURN(mounts, ReadMountInfo());
-  }
-  std::string dir = resolved;
-  for (;;) {
-    struct stat st;
-    if (stat(Join(dir, kStatsFile).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      if (!require_fuse) return dir;
-      auto m = FindMountAt(mounts, dir);
-      if (m && IsFuseFsType(m->fstype)) return dir;
-    }
-    if (dir == "/") break;
-    dir = Parent(dir);
-  }
-  return Status::NotFound("'" + path + "' is not under a stoker mount (no " +
-                          std::string(kStatsFile) + " above it)");
-}
-
-Result<StatsFile> ReadStatsFile(const std::string& root) {
-  std::string path = Join(root, kStatsFile);
-  StatsFile out;
-  auto text = ReadWholeFile(path);
-  if (!text.ok() && text.status().code() == ENOTCONN) {
-    return Status::Error(ENOTCONN, text.status().message() +
-                                       " (its stoker daemon is gone; 'stoker unmount' the "
-                                       "mountpoint)");
-  }
-  STOKER_ASSIGN_OR_RETURN(out.text, std::move(text));
-  out.json = nlohmann::json::parse(out.text, nullptr, /*allow_exceptions=*/false);
-  if (out.json.is_discarded() || !out.json.is_object()) {
-    return Status::Corruption("'" + path + "' is not a JSON object");
-  }
-  return out;
 }
 
 Status UnmountFuse(const std::string& abs_path, bool lazy) {
@@ -258,26 +157,6 @@ Status UnmountFuse(const std::string& abs_path, bool lazy) {
   }
   return Status::IOError("unmount '" + abs_path +
                          "': " + (res.second.empty() ? "fusermount3 failed" : res.second));
-}
-
-bool ProcessAlive(pid_t pid) {
-  if (pid <= 0) return false;
-  if (kill(pid, 0) != 0 && errno != EPERM) return false;
-  auto stat_text = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat_text.ok()) return true;  // no /proc: trust kill()
-  size_t paren = stat_text->rfind(')');
-  if (paren == std::string::npos || paren + 2 >= stat_text->size()) return true;
-  char state = (*stat_text)[paren + 2];
-  return state != 'Z' && state != 'X';
-}
-
-bool WaitForProcessExit(pid_t pid, int timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (ProcessAlive(pid)) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
 }
 
 bool HaveFusermount3() { return !FindFusermount3().empty(); }

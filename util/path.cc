@@ -1,0 +1,33 @@
+#include "util/path.h"
+
+namespace stoker {
+
+std::string JoinPath(std::string_view dir, std::string_view name) {
+  std::string out;
+  out.reserve(dir.size() + 1 + name.size());
+  out.append(dir);
+  if (!dir.empty() && dir.back() != '/') out.push_back('/');
+  out.append(name);
+  return out;
+}
+
+std::string ParentOf(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return "";
+  return std::string(slash == 0 ? path.substr(0, 1) : path.substr(0, slash));
+}
+
+std::string BaseName(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+std::pair<std::string, std::string> SplitPath(std::string_view path) {
+  return {ParentOf(path), BaseName(path)};
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace stoker
