@@ -112,7 +112,7 @@ Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, Ori
       if (!expedited) {
         // Who leads the fetch may produce it at a lower priority (a
         // prefetch, a warm): a derived origin moves that work up to ours.
-        origin_->Expedite(v->path);
+        derived_->Expedite(v->path);
         expedited = true;
       }
       counters_.collapsed_misses++;
@@ -156,7 +156,7 @@ Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,
   // direct (cache/io/direct_io.h): each chunk of a run starts at a multiple of
   // the chunk size.
   std::shared_ptr<char[]> buf = AllocAligned(total);
-  const bool derived = origin_->IsDerived(v.path);
+  const bool derived = derived_->IsDerived(v.path);
   if (!derived) counters_.origin_reads++;
   // A file whose origin died keeps failing: let the next read open the path
   // again (through a root the origin may have reopened meanwhile).
@@ -300,7 +300,7 @@ Status ObjectCacheImpl::FillRange(const std::shared_ptr<ObjectVersion>& v, Origi
   // producer does not wait for the cache writes of the chunks before its
   // own. A plain file's is stored chunk by chunk (options.h says why).
   DeferredStores defer(this, v);
-  const bool defer_stores = options_.defer_plain_prefetch_stores || origin_->IsDerived(v->path);
+  const bool defer_stores = options_.defer_plain_prefetch_stores || derived_->IsDerived(v->path);
   return FetchChunks(v, origin, missing, &bytes, tally, readahead, readahead != nullptr,
                      defer_stores ? &defer : nullptr);
 }

@@ -25,6 +25,8 @@ const char* LeaseRefusalName(LeaseRefusal why) {
       return "stale";
     case LeaseRefusal::kDataFile:
       return "data_file";
+    case LeaseRefusal::kViewErrors:
+      return "view_errors";
   }
   return "unknown";
 }
@@ -120,6 +122,11 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   }
   // A version replaced while we pinned: its reads fail, so must its lease.
   if (v->superseded) return refuse(LeaseRefusal::kStale);
+  // A view file's records that did not decode read as EIO, which only a
+  // read through the cache can say.
+  if (f.derived && derived_->HasUnreadableRanges(v->path)) {
+    return refuse(LeaseRefusal::kViewErrors);
+  }
   lease->file_ = std::move(file).value();
   return std::unique_ptr<WholeFileLease>(std::move(lease));
 }

@@ -116,6 +116,17 @@ std::vector<char> ObjectCacheImpl::CheckChunks(const ObjectVersion& v, DataFile&
 }
 
 Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadReply* out) {
+  if (!f.derived) return ReadVersion(f, off, len, out);
+  // A decoded view's bytes that did not decode are zeros in the cache: the
+  // view says which ranges read as EIO, before the read and again after it
+  // (this very read may have found, and zeroed, such a record).
+  const std::string& path = f.version->path;
+  STOKER_RETURN_IF_ERROR(derived_->CheckRead(path, off, len));
+  STOKER_RETURN_IF_ERROR(ReadVersion(f, off, len, out));
+  return derived_->CheckRead(path, off, len);
+}
+
+Status ObjectCacheImpl::ReadVersion(OpenFileState& f, uint64_t off, size_t len, ReadReply* out) {
   const std::shared_ptr<ObjectVersion>& v = f.version;
   if (v->superseded) {
     counters_.errors++;

@@ -20,6 +20,16 @@
 namespace stoker {
 namespace {
 
+// A mount without decoded views: no path is derived.
+class NothingDerived final : public DerivedSource {
+ public:
+  bool IsDerived(const std::string&) const override { return false; }
+  uint64_t DerivedDevice(const std::string&) const override { return 0; }
+  Status CheckRead(const std::string&, uint64_t, uint64_t) override { return Status::OK(); }
+  bool HasUnreadableRanges(const std::string&) override { return false; }
+  void Expedite(const std::string&) override {}
+};
+
 // Opened::content_tag: what SameContent judges by in the identity the
 // version was first cached with (not a local file's ctime: linking a file
 // changes it, and hard links must share their tag; a remote origin's ETag is
@@ -149,11 +159,13 @@ void OriginHandle::Forget(const OriginFile* file) {
 }
 
 Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& options,
-                                                       std::shared_ptr<Origin> origin) {
+                                                       std::shared_ptr<Origin> origin,
+                                                       std::shared_ptr<DerivedSource> derived) {
   STOKER_RETURN_IF_ERROR(ValidateOptions(options));
   ObjectCacheImpl::Parts p;
   p.options = options;
   p.origin = std::move(origin);
+  p.derived = derived != nullptr ? std::move(derived) : std::make_shared<NothingDerived>();
   STOKER_ASSIGN_OR_RETURN(p.lock, CacheDirLock::Acquire(options.dir, true));
   if (options.io != nullptr) {
     p.io = options.io;
@@ -217,6 +229,7 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
 ObjectCacheImpl::ObjectCacheImpl(Parts p)
     : options_(p.options),
       origin_(std::move(p.origin)),
+      derived_(std::move(p.derived)),
       lock_(std::move(p.lock)),
       io_(std::move(p.io)),
       index_(std::move(p.index)),
@@ -452,10 +465,11 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenHeldUnlocked(const std::string&
   Opened o;
   o.keep_cache = false;  // its stripe holder may find it changed
   o.st = entry->version->st;
-  o.content_tag = ContentTag(*entry->version, origin_->IsDerived(path));
+  const bool derived = derived_->IsDerived(path);
+  o.content_tag = ContentTag(*entry->version, derived);
   o.file =
       std::make_shared<OpenFileState>(entry->version, std::make_shared<OriginHandle>(origin_, path),
-                                      std::make_shared<Readahead>(readahead_budget_));
+                                      std::make_shared<Readahead>(readahead_budget_), derived);
   return o;
 }
 
@@ -465,6 +479,9 @@ std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bo
   OriginBackoff* b = origin_->backoff();
   const bool backing_off = origin_failed || (b != nullptr && b->unreachable());
   if (!backing_off && options_.revalidate_seconds == 0) return std::nullopt;
+  // A derived file's Stat opens its source through the cache, which answers
+  // the same way: asked only once that Stat has failed.
+  if (!origin_failed && derived_->IsDerived(path)) return std::nullopt;
   std::shared_ptr<ObjectVersion> v;
   int64_t validated_ns = 0;
   {
@@ -495,7 +512,7 @@ std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bo
 }
 
 bool ObjectCacheImpl::OtherDerivation(const std::string& path, const ObjectRecord& r) const {
-  const uint64_t dev = origin_->DerivedDevice(path);
+  const uint64_t dev = derived_->DerivedDevice(path);
   // A plain path whose record is a derived file's: a view's path before.
   if (dev == 0) return (r.identity.dev & kDerivedDevBit) != 0;
   return r.identity.dev != dev;
@@ -535,7 +552,7 @@ void ObjectCacheImpl::TrimObjects() {
 
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, bool force,
                                                     Opener who) {
-  auto& stripes = origin_->IsDerived(path) ? derived_stripes_ : open_stripes_;
+  auto& stripes = derived_->IsDerived(path) ? derived_stripes_ : open_stripes_;
   std::unique_lock<TimedMutex> stripe(stripes[std::hash<std::string>()(path) % stripes.size()],
                                       std::defer_lock);
   if (!stripe.try_lock()) {
@@ -568,10 +585,11 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
       entry->change_unannounced = false;
     }
     o.st = entry->version->st;
-    o.content_tag = ContentTag(*entry->version, origin_->IsDerived(path));
-    o.file = std::make_shared<OpenFileState>(entry->version,
-                                             std::make_shared<OriginHandle>(origin_, path),
-                                             std::make_shared<Readahead>(readahead_budget_));
+    const bool derived = derived_->IsDerived(path);
+    o.content_tag = ContentTag(*entry->version, derived);
+    o.file = std::make_shared<OpenFileState>(
+        entry->version, std::make_shared<OriginHandle>(origin_, path),
+        std::make_shared<Readahead>(readahead_budget_), derived);
     std::lock_guard<std::mutex> l(objects_mu_);
     objects_[path] = *entry;
     if (objects_.size() > options_.max_object_entries) TrimObjects();

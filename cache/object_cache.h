@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "cache/cache_stats.h"
+#include "cache/derived_source.h"
 #include "cache/options.h"
 #include "cache/origin/origin.h"
 #include "util/status.h"
@@ -98,8 +99,9 @@ enum class LeaseRefusal : uint8_t {
   kUncached,     // the version is served from the origin only (the disk is full)
   kStale,        // a newer version replaced it
   kDataFile,     // the data file is missing, or not the version's size
+  kViewErrors,   // a decoded view's file with records that read as EIO
 };
-inline constexpr int kLeaseRefusals = 7;
+inline constexpr int kLeaseRefusals = 8;
 // "slab", "not_cached", ...: the names stats use.
 const char* LeaseRefusalName(LeaseRefusal why);
 
@@ -130,9 +132,12 @@ class ObjectCache {
   // Opens (or creates) the cache at options.dir: takes the directory lock
   // (EBUSY "cache dir X is in use by another stoker process" if held), opens
   // the index, reclaims pending writes of a crashed predecessor, starts the
-  // eviction and fetch threads. Does not scan data/.
-  static Result<std::unique_ptr<ObjectCache>> Open(const CacheOptions& options,
-                                                   std::shared_ptr<Origin> origin);
+  // eviction and fetch threads. Does not scan data/. derived: what the
+  // cache asks about origin paths made from other paths of this cache (a
+  // mount's decoded views); null: none is.
+  static Result<std::unique_ptr<ObjectCache>> Open(
+      const CacheOptions& options, std::shared_ptr<Origin> origin,
+      std::shared_ptr<DerivedSource> derived = nullptr);
   // Stops threads, flushes access records, closes the index.
   virtual ~ObjectCache() = default;
 
@@ -161,7 +166,9 @@ class ObjectCache {
   // one; counts attrs_from_cache), while the origin backs off
   // (Origin::backoff()), or with origin_failed (a request just failed to
   // reach it; both count revalidations_skipped). nullopt: the cache holds no
-  // version of path, or the origin should be asked. Never asks the origin.
+  // version of path, or the origin should be asked (a derived path, unless
+  // origin_failed: its Stat opens its source through the cache, which
+  // answers the same way). Never asks the origin.
   virtual std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed) = 0;
 
   // Opens path as the cache's own background work does (warm, prefetch):

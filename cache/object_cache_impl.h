@@ -189,11 +189,12 @@ struct Readahead {
 class OpenFileState {
  public:
   OpenFileState(std::shared_ptr<ObjectVersion> v, std::shared_ptr<OriginHandle> o,
-                std::shared_ptr<Readahead> r)
-      : version(std::move(v)), origin(std::move(o)), readahead(std::move(r)) {}
+                std::shared_ptr<Readahead> r, bool d)
+      : version(std::move(v)), origin(std::move(o)), readahead(std::move(r)), derived(d) {}
   const std::shared_ptr<ObjectVersion> version;
   const std::shared_ptr<OriginHandle> origin;
   const std::shared_ptr<Readahead> readahead;
+  const bool derived;  // a decoded view's file (DerivedSource::IsDerived)
 
   // Sequential detection.
   std::mutex mu;
@@ -206,6 +207,7 @@ class ObjectCacheImpl final : public ObjectCache {
   struct Parts {
     CacheOptions options;
     std::shared_ptr<Origin> origin;
+    std::shared_ptr<DerivedSource> derived;  // never null
     std::unique_ptr<CacheDirLock> lock;
     std::shared_ptr<IoBackend> io;
     std::unique_ptr<ChunkIndex> index;
@@ -230,6 +232,8 @@ class ObjectCacheImpl final : public ObjectCache {
   Status PutDerived(const OpenFileState& file, const std::string& name,
                     const std::string& value) override;
   Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) override;
+  // Read without a derived file's check of its ranges.
+  Status ReadVersion(OpenFileState& file, uint64_t off, size_t len, ReadReply* out);
   std::shared_lock<std::shared_mutex> HoldServe(OpenFileState& file) override;
   Result<std::unique_ptr<WholeFileLease>> LeaseWhole(OpenFileState& file,
                                                      LeaseRefusal* why) override;
@@ -443,6 +447,7 @@ class ObjectCacheImpl final : public ObjectCache {
 
   const CacheOptions options_;
   const std::shared_ptr<Origin> origin_;
+  const std::shared_ptr<DerivedSource> derived_;  // views' files; never null
   const std::unique_ptr<CacheDirLock> lock_;
   const std::shared_ptr<IoBackend> io_;
   const std::unique_ptr<ChunkIndex> index_;
@@ -473,7 +478,7 @@ class ObjectCacheImpl final : public ObjectCache {
   // the origin is unreachable an open that cannot get its stripe is answered
   // from what the cache holds (OpenHeldUnlocked) instead of waiting.
   std::array<TimedMutex, 64> open_stripes_;
-  // Derived paths (Origin::IsDerived) lock these, and may then take a plain
+  // Derived paths (DerivedSource::IsDerived) lock these, and may then take a plain
   // stripe while opening their source: derived -> plain, never back.
   std::array<TimedMutex, 64> derived_stripes_;
   std::mutex objects_mu_;

@@ -60,7 +60,7 @@ class ObjectCacheTest : public ::testing::Test {
   }
 
   std::unique_ptr<ObjectCache> OpenCache() {
-    auto c = ObjectCache::Open(options_, origin_);
+    auto c = ObjectCache::Open(options_, origin_, origin_);
     STOKER_CHECK(c.ok(), c.status().message().c_str());
     return std::move(c).value();
   }
@@ -232,6 +232,41 @@ TEST_F(ObjectCacheTest, ANewProcessServesFromTheIndexWithoutTheOrigin) {
 // bytes) is not served within --revalidate, nor while the origin is
 // unreachable; it is replaced by a new version. A record of the same
 // options still is. Regression: the remount served the old options' bytes.
+// A derived file's range that its source says reads as EIO (a view's record
+// that did not decode, held as zeros) is refused by Read, whether the source
+// knew before the read or found out during it; such a file is never leased
+// whole. A plain file is never asked about.
+TEST_F(ObjectCacheTest, ADerivedFilesUnreadableRangesReadAsEio) {
+  Put("a", Pattern(3 * kCs, 1));
+  {
+    auto cache = OpenCache();
+    ASSERT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 1));
+    EXPECT_EQ(origin_->check_reads(), 0) << "a plain file is not the source's to check";
+  }
+  origin_->DeriveAs(kDerivedDevBit | 1);
+  {
+    auto cache = OpenCache();
+    ASSERT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 1));
+    EXPECT_GT(origin_->check_reads(), 0);
+  }
+  auto cache = OpenCache();
+  auto opened = cache->Open("a", false);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  LeaseRefusal why{};
+  {
+    auto lease = cache->LeaseWhole(*opened->file, &why);
+    ASSERT_TRUE(lease.ok()) << LeaseRefusalName(why);
+  }
+  origin_->RefuseReadsFrom(kCs + 10);
+  ReadReply first;
+  EXPECT_TRUE(cache->Read(*opened->file, 0, kCs, &first).ok()) << "before the bad record";
+  ReadReply bad;
+  EXPECT_EQ(cache->Read(*opened->file, kCs, kCs, &bad).code(), EIO);
+  auto lease = cache->LeaseWhole(*opened->file, &why);
+  ASSERT_FALSE(lease.ok());
+  EXPECT_STREQ(LeaseRefusalName(why), "view_errors");
+}
+
 TEST_F(ObjectCacheTest, ADerivedRecordOfOtherOptionsIsNeverServed) {
   const uint64_t fast = kDerivedDevBit | 1, accurate = kDerivedDevBit | 2;
   Put("a", Pattern(3 * kCs, 1));
@@ -1256,7 +1291,7 @@ TEST_F(ObjectCacheTest, AWarmJobReportsItsProgress) {
 
 TEST_F(ObjectCacheTest, ASecondDaemonOnTheSameDirIsBusy) {
   auto cache = OpenCache();
-  auto second = ObjectCache::Open(options_, origin_);
+  auto second = ObjectCache::Open(options_, origin_, origin_);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), EBUSY);
   EXPECT_NE(second.status().message().find("in use by another stoker process"), std::string::npos);
@@ -1277,10 +1312,10 @@ TEST_F(ObjectCacheTest, AnotherChunkSizeStartsFresh) {
 
 TEST_F(ObjectCacheTest, BadOptionsAreRefused) {
   options_.chunk_size = 1000;
-  EXPECT_EQ(ObjectCache::Open(options_, origin_).status().code(), EINVAL);
+  EXPECT_EQ(ObjectCache::Open(options_, origin_, origin_).status().code(), EINVAL);
   options_.chunk_size = kCs;
   options_.capacity_bytes = 3 * kCs;
-  EXPECT_EQ(ObjectCache::Open(options_, origin_).status().code(), EINVAL);
+  EXPECT_EQ(ObjectCache::Open(options_, origin_, origin_).status().code(), EINVAL);
 }
 
 TEST_F(ObjectCacheTest, StatsCarryTheSchema) {

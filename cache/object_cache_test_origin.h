@@ -1,6 +1,8 @@
 // ControlledOrigin: a real origin with two test controls on top: fail every
 // call with an errno (an unreachable NAS), and hold reads (and, if asked,
-// stats) at a gate (a slow or hung one). Test-only.
+// stats) at a gate (a slow or hung one). It is also the cache's
+// DerivedSource, so a test can make its files derived ones (a decoded
+// view's) and say which read as errors. Test-only.
 #pragma once
 
 #include <atomic>
@@ -8,12 +10,13 @@
 #include <memory>
 #include <mutex>
 
+#include "cache/derived_source.h"
 #include "cache/origin/origin.h"
 #include "cache/origin/origin_backoff.h"
 
 namespace stoker::testing {
 
-class ControlledOrigin : public Origin {
+class ControlledOrigin : public Origin, public DerivedSource {
  public:
   explicit ControlledOrigin(std::shared_ptr<Origin> inner) : inner_(std::move(inner)) {}
 
@@ -39,8 +42,21 @@ class ControlledOrigin : public Origin {
   // Makes every path a derived one on device dev (kDerivedDevBit set), as a
   // decoded view's files are: Stat and Identity give that st_dev. 0: plain.
   void DeriveAs(uint64_t dev) { derived_dev_ = dev; }
+  // Makes every derived file read as EIO from byte `from` on (a view's
+  // record that did not decode); UINT64_MAX: none.
+  void RefuseReadsFrom(uint64_t from) { refuse_from_ = from; }
+  int check_reads() const { return check_reads_.load(); }
   bool IsDerived(const std::string& path) const override { return derived_dev_.load() != 0; }
   uint64_t DerivedDevice(const std::string& path) const override { return derived_dev_.load(); }
+  Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override {
+    check_reads_++;
+    if (off + len <= refuse_from_.load()) return Status::OK();
+    return Status::Error(EIO, "'" + path + "' holds a record that did not decode");
+  }
+  bool HasUnreadableRanges(const std::string& path) override {
+    return refuse_from_.load() != UINT64_MAX;
+  }
+  void Expedite(const std::string& path) override {}
   OriginBackoff* backoff() override { return backoff_.get(); }
 
   std::string Describe() const override { return "controlled:" + inner_->Describe(); }
@@ -115,6 +131,8 @@ class ControlledOrigin : public Origin {
   std::unique_ptr<OriginBackoff> backoff_;
   std::atomic<int> stat_calls_{0};
   std::atomic<uint64_t> derived_dev_{0};
+  std::atomic<uint64_t> refuse_from_{UINT64_MAX};
+  std::atomic<int> check_reads_{0};
 };
 
 }  // namespace stoker::testing

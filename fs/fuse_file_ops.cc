@@ -108,7 +108,6 @@ Result<std::unique_ptr<FileHandle>> OpenNode(FsContext& fs, fuse_ino_t ino, bool
   }
   h->file = std::move(opened.file);
   h->version_st = opened.st;
-  if (fs.origin->IsDerived(path)) h->derived_path = path;
   *keep_cache = opened.keep_cache;
   // Attributes and other opens' pages of this inode are stale. Not from
   // here: the kernel may hold the inode's locks until we reply.
@@ -139,16 +138,7 @@ PassthroughNodes::Grant CountOpen(FsContext& fs, fuse_ino_t ino, FileHandle& h) 
   PassthroughNodes::Grant grant = fs.passthrough->Open(ino, [&](std::string* why) {
     LeaseRefusal refusal{};
     Result<std::unique_ptr<WholeFileLease>> lease = fs.cache->LeaseWhole(*h.file, &refusal);
-    if (!lease.ok()) {
-      *why = LeaseRefusalName(refusal);
-      return lease;
-    }
-    // A view file's records that did not decode read as EIO, which only a
-    // READ of ours can say.
-    if (!h.derived_path.empty() && fs.origin->HasUnreadableRanges(h.derived_path)) {
-      *why = "view_errors";
-      return Result<std::unique_ptr<WholeFileLease>>(Status::Error(EAGAIN, "view errors"));
-    }
+    if (!lease.ok()) *why = LeaseRefusalName(refusal);
     return lease;
   });
   h.passthrough = grant.passthrough;
@@ -217,24 +207,11 @@ void ServeRead(FsContext& fs, Reply& reply, const FileHandle* h, size_t size, of
     reply.Buf(content->data() + start, n);
     return;
   }
-  if (!h->derived_path.empty()) {
-    // A decoded view's bytes that did not decode are zeros in the cache.
-    Status ok = fs.origin->CheckRead(h->derived_path, static_cast<uint64_t>(off), size);
-    if (!ok.ok()) {
-      reply.Err(ErrnoFor(ok));
-      return;
-    }
-  }
   // Until the reply is sent: a change found by an open meanwhile waits for
   // it, so this version's bytes never land beside the next one's.
   std::shared_lock<std::shared_mutex> serving = fs.cache->HoldServe(*h->file);
   ReadReply data;
   Status st = fs.cache->Read(*h->file, static_cast<uint64_t>(off), size, &data);
-  if (st.ok() && !h->derived_path.empty()) {
-    // Again: this very read may have found (and zeroed) a record that
-    // does not decode.
-    st = fs.origin->CheckRead(h->derived_path, static_cast<uint64_t>(off), size);
-  }
   if (!st.ok()) {
     reply.Err(ErrnoFor(st));
     return;

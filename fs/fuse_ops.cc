@@ -371,11 +371,8 @@ void MaybeShedNodes(FsContext& fs) {
 
 Result<struct stat> AttrOf(FsContext& fs, const std::string& path) {
   // While the origin backs off, a cached file is not asked about: each
-  // lookup would wait out its timeouts (a derived file's Stat opens its
-  // source through the cache, which answers the same way).
-  if (!fs.origin->IsDerived(path)) {
-    if (std::optional<struct stat> held = fs.cache->HeldAttr(path, false)) return *held;
-  }
+  // lookup would wait out its timeouts.
+  if (std::optional<struct stat> held = fs.cache->HeldAttr(path, false)) return *held;
   Result<struct stat> st = fs.origin->Stat(path);
   if (st.ok() || !IsOriginUnavailable(st.status().code())) return st;
   fs.cache->counters().origin_errors++;

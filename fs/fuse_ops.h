@@ -63,7 +63,6 @@ namespace stoker {
 
 struct FileHandle : CountedHandle {
   std::shared_ptr<OpenFileState> file;  // origin files
-  std::string derived_path;             // set for derived files: Origin::CheckRead each read
   // Virtual files: the snapshot taken at open. A read holds its own
   // reference while it replies, so the reply's bytes never depend on the
   // handle (see HandleSet for why a handle outlives its requests).

@@ -462,7 +462,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
                                                          options.decode_pool, options.decoder));
   const std::shared_ptr<Origin> origin = views.origin;
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
-                          ObjectCache::Open(options.cache, origin));
+                          ObjectCache::Open(options.cache, origin, views.derived));
   views.Attach(cache.get());
   if (!views.views.empty()) {
     // The list of what does not decode outlives the daemon (view_stats.h).

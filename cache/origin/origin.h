@@ -121,36 +121,6 @@ class Origin {
   // Extended attributes, passed through. ENOTSUP/ENODATA where none.
   virtual Result<std::string> GetXattr(const std::string& path, const std::string& name) = 0;
   virtual Result<std::vector<std::string>> ListXattr(const std::string& path) = 0;
-  // True if path's content is made from other paths of the same cache (a
-  // decoded view reads its raw file through the cache): Stat and Open of it
-  // may open those paths in the cache, so the cache locks derived paths
-  // apart from (and before) plain ones. Default: false.
-  virtual bool IsDerived(const std::string& path) const { return false; }
-  // For a derived path: the st_dev its Stat gives (kDerivedDevBit set), which
-  // names what it is derived with (a view's options and decoder). The cache
-  // takes no record of the path made under another device for this one, not
-  // even within --revalidate or while the origin is unreachable. 0 for a
-  // plain path (the default).
-  virtual uint64_t DerivedDevice(const std::string& path) const { return 0; }
-  // Whether a reader may have [off, off + len) of a derived path: EIO where
-  // the range holds bytes that did not decode (a decoded view's failed
-  // records, which its data holds as zeros). fs/ asks before and after each
-  // read of a derived file (the read itself may find such a record).
-  // Default: OK.
-  virtual Status CheckRead(const std::string& path, uint64_t off, uint64_t len) {
-    return Status::OK();
-  }
-  // Whether some range of a derived path reads as EIO now (CheckRead would
-  // refuse it), without counting a failed read: such a file must be read
-  // through fs/, never handed to the kernel whole. Default: false.
-  virtual bool HasUnreadableRanges(const std::string& path) { return false; }
-  // A caller is waiting on data of path that other work is producing now
-  // (a reader that joined a prefetch's or a warm's fetch of a chunk): an
-  // origin that schedules its own work (a decoded view's decode jobs) may
-  // move that work up to the caller's priority. A hint: it changes no
-  // result, and work that has not begun yet may not be found. Default:
-  // nothing.
-  virtual void Expedite(const std::string& path) {}
   // Whether the origin answers now, for callers that hold an answer of
   // their own (a cached file's version, a listed directory) and should give
   // it, not wait for an unreachable server (cache/origin/origin_backoff.h).

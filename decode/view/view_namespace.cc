@@ -243,7 +243,9 @@ Result<ViewMount> MakeViewMount(std::shared_ptr<Origin> raw, const std::vector<V
     m.views.push_back(
         std::make_shared<ViewOrigin>(v, ViewDirName(v.name), raw, m.pool, m.stats, std::move(d)));
   }
-  m.origin = std::make_shared<ViewNamespace>(std::move(raw), m.views);
+  auto ns = std::make_shared<ViewNamespace>(std::move(raw), m.views);
+  m.origin = ns;
+  m.derived = ns;
   return m;
 }
 

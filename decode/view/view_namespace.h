@@ -1,4 +1,5 @@
-// ViewNamespace: the Origin of a mount with decoded views. A path whose
+// ViewNamespace: the Origin of a mount with decoded views, and its
+// DerivedSource (cache/derived_source.h). A path whose
 // first component is ".NAME" for a view NAME goes to that view's ViewOrigin
 // (with ".NAME/" stripped); every other path goes to the raw origin. Both
 // fs/ (metadata) and the ObjectCache (data) use it, so view files are cached
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/derived_source.h"
 #include "cache/object_cache.h"
 #include "cache/origin/origin.h"
 #include "decode/gpu/gpu_jpeg_decoder.h"
@@ -28,7 +30,7 @@
 
 namespace stoker {
 
-class ViewNamespace final : public Origin {
+class ViewNamespace final : public Origin, public DerivedSource {
  public:
   ViewNamespace(std::shared_ptr<Origin> raw, std::vector<std::shared_ptr<ViewOrigin>> views);
 
@@ -66,6 +68,8 @@ struct ViewDecoderOptions {
 // Everything a mount's views are made of.
 struct ViewMount {
   std::shared_ptr<Origin> origin;  // the ViewNamespace (or the raw origin if no views)
+  // The ViewNamespace as the cache asks it about view files; null if no views.
+  std::shared_ptr<DerivedSource> derived;
   std::vector<std::shared_ptr<ViewOrigin>> views;
   std::shared_ptr<DecodePool> pool;  // null if no views
   std::shared_ptr<ViewStats> stats;

@@ -67,6 +67,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cache/derived_source.h"
 #include "cache/object_cache.h"
 #include "cache/origin/origin.h"
 #include "decode/jpeg/decode_pool.h"
@@ -87,7 +88,7 @@ enum class RawViewKind { kNone, kTfRecord, kGzipTfRecord, kZlibTfRecord, kJpeg }
 RawViewKind ClassifyRawFile(std::string_view name, std::string_view head, ByteSource& src,
                             std::optional<TfRecordCompression> compression = std::nullopt);
 
-class ViewOrigin final : public Origin {
+class ViewOrigin final : public Origin, public DerivedSource {
  public:
   // raw: the real origin. prefix: where the view appears in the mount
   // (".decoded"), for messages and the error list.

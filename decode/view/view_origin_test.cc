@@ -112,7 +112,7 @@ class ViewOriginTest : public ::testing::Test {
     o.revalidate_seconds = 0;
     if (prefetch_bytes_) o.prefetch_bytes = *prefetch_bytes_;
     if (dir_prefetch_files_) o.dir_prefetch_files = *dir_prefetch_files_;
-    auto c = ObjectCache::Open(o, views_.origin);
+    auto c = ObjectCache::Open(o, views_.origin, views_.derived);
     ASSERT_TRUE(c.ok()) << c.status().message();
     cache_ = std::move(c).value();
     views_.Attach(cache_.get());
@@ -125,12 +125,33 @@ class ViewOriginTest : public ::testing::Test {
   // The body of RecordFailingAtDecodeBecomesFailedForGood.
   void FailingRecordReadsEio(const std::vector<std::string>& payloads);
 
-  Result<std::string> ReadAll(const std::string& path, size_t piece = 5000) {
+  // Reads path whole through the cache, piece by piece. With eio, a piece
+  // that reads as EIO (a record that did not decode) is read again byte by
+  // byte, and each byte that reads as EIO comes back as '\0' with its
+  // offset in *eio; without, EIO fails the read.
+  Result<std::string> ReadAll(const std::string& path, size_t piece = 5000,
+                              std::set<uint64_t>* eio = nullptr) {
     STOKER_ASSIGN_OR_RETURN(ObjectCache::Opened o, cache_->Open(path, false));
     std::string out;
     for (uint64_t off = 0; off < static_cast<uint64_t>(o.st.st_size); off += piece) {
       ReadReply r;
-      STOKER_RETURN_IF_ERROR(cache_->Read(*o.file, off, piece, &r));
+      Status st = cache_->Read(*o.file, off, piece, &r);
+      if (st.code() == EIO && eio != nullptr) {
+        const uint64_t end = std::min<uint64_t>(off + piece, o.st.st_size);
+        for (uint64_t b = off; b < end; ++b) {
+          ReadReply one;
+          Status bst = cache_->Read(*o.file, b, 1, &one);
+          if (bst.code() == EIO) {
+            eio->insert(b);
+            out.push_back('\0');
+            continue;
+          }
+          STOKER_RETURN_IF_ERROR(bst);
+          out += Materialize(one);
+        }
+        continue;
+      }
+      STOKER_RETURN_IF_ERROR(st);
       out += Materialize(r);
     }
     return out;
@@ -179,8 +200,8 @@ TEST_F(ViewOriginTest, ListsOnlyWhatTheViewUnderstands) {
   auto dir = views_.origin->Stat(".decoded/train");
   ASSERT_TRUE(dir.ok());
   EXPECT_TRUE(S_ISDIR(dir->st_mode));
-  EXPECT_TRUE(views_.origin->IsDerived(".decoded/train/shard-0"));
-  EXPECT_FALSE(views_.origin->IsDerived("train/shard-0"));
+  EXPECT_TRUE(views_.derived->IsDerived(".decoded/train/shard-0"));
+  EXPECT_FALSE(views_.derived->IsDerived("train/shard-0"));
 }
 
 TEST_F(ViewOriginTest, BigDirectoriesAreRecognisedInParallel) {
@@ -519,23 +540,26 @@ TEST_F(ViewOriginTest, BadRecordsFollowOnError) {
   EXPECT_EQ(views_.origin->Stat(".skip/train/huge.jpg.npy").status().code(), ENOENT);
 
   // Under fail, the cache holds the good records and zeros for the bad
-  // ones; CheckRead (asked by fs/ before each read) refuses those ranges.
-  auto failed = ReadAll(".fail/train/shard-0");
+  // ones, and its reads of those ranges fail with EIO (CheckRead, which the
+  // cache asks before and after each read).
+  std::set<uint64_t> eio;
+  auto failed = ReadAll(".fail/train/shard-0", 5000, &eio);
   ASSERT_TRUE(failed.ok()) << failed.status().message();
   uint64_t len0 = 0;
   std::memcpy(&len0, failed->data(), 8);
   const uint64_t frame0 = len0 + kTfRecordOverhead;
   ASSERT_LT(frame0, failed->size());
   EXPECT_EQ(failed->substr(0, frame0), skipped->substr(0, frame0));
-  EXPECT_EQ((*failed)[frame0], '\0');
-  EXPECT_TRUE(views_.origin->CheckRead(".fail/train/shard-0", 0, frame0).ok());
-  EXPECT_EQ(views_.origin->CheckRead(".fail/train/shard-0", frame0 - 1, 2).code(), EIO);
-  EXPECT_EQ(views_.origin->CheckRead(".fail/train/shard-0", 0, failed->size()).code(), EIO);
-  EXPECT_TRUE(views_.origin->CheckRead(".fail/train/shard-0", failed->size(), 10).ok());
-  EXPECT_TRUE(views_.origin->CheckRead(".skip/train/shard-0", 0, 1 << 20).ok());
-  EXPECT_EQ(views_.origin->CheckRead(".fail/train/huge.jpg.npy", 0, 1).code(), EIO);
-  EXPECT_TRUE(views_.origin->CheckRead(".fail/train/a.jpg.npy", 0, 1 << 20).ok());
-  EXPECT_TRUE(views_.origin->CheckRead("train/shard-0", 0, 1 << 20).ok());
+  EXPECT_EQ(eio.count(frame0 - 1), 0u);
+  EXPECT_EQ(eio.count(frame0), 1u);
+  EXPECT_TRUE(views_.derived->CheckRead(".fail/train/shard-0", 0, frame0).ok());
+  EXPECT_EQ(views_.derived->CheckRead(".fail/train/shard-0", frame0 - 1, 2).code(), EIO);
+  EXPECT_EQ(views_.derived->CheckRead(".fail/train/shard-0", 0, failed->size()).code(), EIO);
+  EXPECT_TRUE(views_.derived->CheckRead(".fail/train/shard-0", failed->size(), 10).ok());
+  EXPECT_TRUE(views_.derived->CheckRead(".skip/train/shard-0", 0, 1 << 20).ok());
+  EXPECT_EQ(views_.derived->CheckRead(".fail/train/huge.jpg.npy", 0, 1).code(), EIO);
+  EXPECT_TRUE(views_.derived->CheckRead(".fail/train/a.jpg.npy", 0, 1 << 20).ok());
+  EXPECT_TRUE(views_.derived->CheckRead("train/shard-0", 0, 1 << 20).ok());
   const std::string errors = views_.stats->errors.Text();
   EXPECT_NE(errors.find(".skip/train/shard-0: offset "), std::string::npos) << errors;
   EXPECT_NE(errors.find(".fail/train/huge.jpg.npy: offset 0: "), std::string::npos) << errors;
@@ -628,7 +652,7 @@ TEST_F(ViewOriginTest, RecordFailingAtDecodeIsSkippedUnderSkip) {
     auto got = ReadAll(".decoded/train/shard-0", 3000);
     ASSERT_TRUE(got.ok()) << got.status().message();
     EXPECT_EQ(*got, want);
-    EXPECT_TRUE(views_.origin->CheckRead(".decoded/train/shard-0", 0, got->size()).ok());
+    EXPECT_TRUE(views_.derived->CheckRead(".decoded/train/shard-0", 0, got->size()).ok());
     EXPECT_EQ(counters().images_checked.load(), mount == 0 ? 3u : 0u);  // then from the index
     EXPECT_EQ(counters().failed_reads.load(), 0u);
   }
@@ -668,7 +692,8 @@ void ViewOriginTest::FailingRecordReadsEio(const std::vector<std::string>& paylo
 
   for (int mount = 0; mount < 2; ++mount) {
     Mount({"decoded:on_error=fail"});
-    auto got = ReadAll(".decoded/train/shard-0", 3000);
+    std::set<uint64_t> eio;
+    auto got = ReadAll(".decoded/train/shard-0", 3000, &eio);
     ASSERT_TRUE(got.ok()) << got.status().message();
     ASSERT_EQ(got->size(), l.size);
     for (size_t i : {size_t{0}, size_t{2}}) {
@@ -679,12 +704,16 @@ void ViewOriginTest::FailingRecordReadsEio(const std::vector<std::string>& paylo
                                             reinterpret_cast<uint8_t*>(want.data()), want.size())
                       .ok());
       EXPECT_EQ(got->substr(r.out_offset, r.out_size), want) << i;
+      EXPECT_EQ(eio.lower_bound(r.out_offset), eio.lower_bound(r.out_offset + r.out_size)) << i;
       EXPECT_TRUE(
-          views_.origin->CheckRead(".decoded/train/shard-0", r.out_offset, r.out_size).ok());
+          views_.derived->CheckRead(".decoded/train/shard-0", r.out_offset, r.out_size).ok());
     }
     const ViewRecord& bad = l.records[1];
-    EXPECT_EQ(got->substr(bad.out_offset, bad.out_size), std::string(bad.out_size, '\0'));
-    EXPECT_EQ(views_.origin->CheckRead(".decoded/train/shard-0", bad.out_offset + 5, 1).code(),
+    EXPECT_EQ(std::distance(eio.lower_bound(bad.out_offset),
+                            eio.lower_bound(bad.out_offset + bad.out_size)),
+              static_cast<std::ptrdiff_t>(bad.out_size))
+        << "every byte of the bad record reads as EIO";
+    EXPECT_EQ(views_.derived->CheckRead(".decoded/train/shard-0", bad.out_offset + 5, 1).code(),
               EIO);
     if (mount == 1) {
       // From the index: nothing decoded again, the record still refused.

@@ -1,0 +1,58 @@
+// DerivedSource: what the cache asks about files made from other files of
+// the same cache (a decoded view's, decode/view/), beyond what any origin
+// answers. Their attributes, listings and bytes still come through the
+// Origin seam (Stat, ReadDir, Open); this interface says which paths those
+// are and what only their maker knows: which ranges read as errors, and
+// when a waiting reader should move work up. fs/ never asks it: the cache
+// does, and gives fs/ one Status.
+//
+// A mount without views has none (ObjectCache::Open's derived is null:
+// nothing is derived).
+//
+// Thread-safety: every method may be called from any thread at once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "util/status.h"
+
+namespace stoker {
+
+class DerivedSource {
+ public:
+  virtual ~DerivedSource() = default;
+
+  // True if path's content is made from other paths of the same cache (a
+  // decoded view reads its raw file through the cache): Stat and Open of it
+  // may open those paths in the cache, so the cache locks derived paths
+  // apart from (and before) plain ones.
+  virtual bool IsDerived(const std::string& path) const = 0;
+
+  // For a derived path: the st_dev its Stat gives (kDerivedDevBit set), which
+  // names what it is derived with (a view's options and decoder). The cache
+  // takes no record of the path made under another device for this one, not
+  // even within --revalidate or while the origin is unreachable. 0 for a
+  // plain path.
+  virtual uint64_t DerivedDevice(const std::string& path) const = 0;
+
+  // Whether a reader may have [off, off + len) of a derived path: EIO where
+  // the range holds bytes that did not decode (a decoded view's failed
+  // records, which its data holds as zeros). The cache asks before and after
+  // each read of a derived file (the read itself may find such a record).
+  virtual Status CheckRead(const std::string& path, uint64_t off, uint64_t len) = 0;
+
+  // Whether some range of a derived path reads as EIO now (CheckRead would
+  // refuse it), without counting a failed read: such a file must be read
+  // through the cache, never leased whole to the kernel.
+  virtual bool HasUnreadableRanges(const std::string& path) = 0;
+
+  // A caller is waiting on data of path that other work is producing now
+  // (a reader that joined a prefetch's or a warm's fetch of a chunk): a
+  // source that schedules its own work (a decoded view's decode jobs) may
+  // move that work up to the caller's priority. A hint: it changes no
+  // result, and work that has not begun yet may not be found.
+  virtual void Expedite(const std::string& path) = 0;
+};
+
+}  // namespace stoker
