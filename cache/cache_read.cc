@@ -126,188 +126,219 @@ Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadRep
   return derived_->CheckRead(path, off, len);
 }
 
+// A read, planned: each chunk of the span sorted by where its bytes will come
+// from. The steps below take chunks from one list to another until every
+// chunk is either served from the data file (from_fd) or held in memory.
+struct ObjectCacheImpl::ReadPlan {
+  ChunkSpan span;
+  // Pins of the chunks served as ranges of the data file, and that file,
+  // released once the reply is out.
+  std::unique_ptr<PinKeepalive> keep = std::make_unique<PinKeepalive>();
+  std::vector<char> from_fd;         // per chunk: a verified range of the data file
+  std::vector<SlotRef> slots;        // per chunk: its slot (a one-chunk version's)
+  std::vector<ChunkBytes> mem;       // per chunk: bytes held in memory
+  std::vector<uint64_t> missing;     // to take from the read-ahead or fetch
+  std::vector<uint64_t> unverified;  // stored, not checked yet: checked here (claimed)
+  std::vector<uint64_t> awaited;     // being checked by another: waited for
+};
+
 Status ObjectCacheImpl::ReadVersion(OpenFileState& f, uint64_t off, size_t len, ReadReply* out) {
   const std::shared_ptr<ObjectVersion>& v = f.version;
   if (v->superseded) {
     counters_.errors++;
     return StaleVersion(*v);
   }
-  const uint64_t size = v->identity.size;
-  ChunkSpan span = SpanOf(size, chunk_size_, off, len);
+  const ChunkSpan span = SpanOf(v->identity.size, chunk_size_, off, len);
   if (span.count == 0) return Status::OK();
-
-  auto keep = std::make_unique<PinKeepalive>();
-  keep->resident = resident_;
+  ReadPlan plan = PlanRead(f, span);
+  {
+    // Whatever happens to them, the claims end here: own claims end before
+    // waiting on others' (two reads must not wait on each other).
+    struct Claims {
+      Readahead* readahead;
+      std::vector<uint64_t> idx;
+      ~Claims() { readahead->EndChecks(idx); }
+    } claims{f.readahead.get(), plan.unverified};
+    CheckUnverified(*v, plan);
+  }
+  AwaitChecks(f, plan);
   // What this read fetches is stored once the reply is out (or at once on
   // a failed read, when this goes).
   auto deferred = std::make_unique<DeferredStores>(this, v);
-  std::vector<char> from_fd(span.count, 0);
-  // Where each chunk served from the data file is: a slot, or none (at its
-  // offset in the version's file). Only a one-chunk version has a slot, so
-  // one read needs one file.
-  std::vector<SlotRef> slots(span.count);
-  std::vector<ChunkBytes> mem(span.count);
-  std::vector<uint64_t> missing;
-  std::vector<uint64_t> unverified;  // checked here (claimed)
-  std::vector<uint64_t> awaited;     // being checked by another: waited for
+  if (Status s = FetchMissing(f, plan, deferred.get()); !s.ok()) {
+    counters_.errors++;
+    return s;
+  }
+  const uint64_t hit_bytes = Assemble(*v, plan, out);
+  out->Keep(std::move(plan.keep));
+  if (!deferred->empty()) out->Keep(std::move(deferred));
+  counters_.bytes_read += span.len;
+  counters_.read_requests++;
+  counters_.cache_hit_bytes += hit_bytes;
+  MaybePrefetch(f, span.off, span.off + span.len, span.first + span.count - 1);
+  return Status::OK();
+}
+
+ObjectCacheImpl::ReadPlan ObjectCacheImpl::PlanRead(OpenFileState& f, const ChunkSpan& span) {
+  const ObjectVersion& v = *f.version;
+  ReadPlan p;
+  p.span = span;
+  p.keep->resident = resident_;
+  p.from_fd.assign(span.count, 0);
+  p.slots.resize(span.count);
+  p.mem.resize(span.count);
   for (uint64_t c = 0; c < span.count; ++c) {
-    uint64_t idx = span.first + c;
+    const uint64_t idx = span.first + c;
     // Fetched ahead of us and still in memory: the data file may not have
     // it in the page cache (it is written direct), so memory is cheaper.
     if (auto held = f.readahead->Get(idx)) {
-      mem[c] = *held;
+      p.mem[c] = *held;
       continue;
     }
-    ChunkKey key{v->key.object_id, v->key.version, idx};
+    const ChunkKey key{v.key.object_id, v.key.version, idx};
     bool verified = false;
-    if (!resident_->TryPin(key, &verified, &slots[c])) {
-      missing.push_back(idx);
+    if (!resident_->TryPin(key, &verified, &p.slots[c])) {
+      p.missing.push_back(idx);
     } else if (verified && !f.readahead->Claimed(idx)) {
-      from_fd[c] = 1;
-      keep->pins.push_back(key);
+      p.from_fd[c] = 1;
+      p.keep->pins.push_back(key);
     } else if (verified) {
-      awaited.push_back(idx);  // its prefetch is reading it into memory
+      p.awaited.push_back(idx);  // its prefetch is reading it into memory
     } else if (f.readahead->ClaimCheck(idx)) {
-      unverified.push_back(idx);
+      p.unverified.push_back(idx);
     } else {
-      awaited.push_back(idx);
+      p.awaited.push_back(idx);
     }
   }
-  // Whatever happens to them below, the claims end with this read.
-  struct Claims {
-    Readahead* readahead;
-    std::vector<uint64_t> idx;
-    ~Claims() { readahead->EndChecks(idx); }
-  } claims{f.readahead.get(), unverified};
+  return p;
+}
 
+void ObjectCacheImpl::CheckUnverified(const ObjectVersion& v, ReadPlan& p) {
   // First serve of a chunk in this process: find its record, read it back
   // and check it. A data file gone under its records means those records
   // are wrong: they are dropped and the chunks fetched.
+  const uint64_t size = v.identity.size;
+  const uint64_t first_idx = p.span.first;
   std::vector<ChunkToCheck> to_check;
-  for (uint64_t idx : unverified) {
-    ChunkKey key{v->key.object_id, v->key.version, idx};
+  for (uint64_t idx : p.unverified) {
+    const ChunkKey key{v.key.object_id, v.key.version, idx};
     auto rec = index_->GetChunk(key);
     if (rec.ok() && *rec && (*rec)->len == ChunkLength(size, chunk_size_, idx) &&
-        SlotFits(*v, (*rec)->slot)) {
+        SlotFits(v, (*rec)->slot)) {
       to_check.push_back({idx, (*rec)->xxh3, (*rec)->slot});
-      slots[idx - span.first] = (*rec)->slot;
+      p.slots[idx - first_idx] = (*rec)->slot;
       continue;
     }
     resident_->Unpin(key);
     if (!rec.ok() || *rec) DropBadChunk(key);
-    missing.push_back(idx);
+    p.missing.push_back(idx);
   }
-  if ((!keep->pins.empty() || !to_check.empty()) && !keep->file) {
-    const uint64_t first = keep->pins.empty() ? to_check[0].idx : keep->pins[0].index;
-    const ChunkKey any{v->key.object_id, v->key.version, first};
-    auto file = store_->Get(PlaceOf(any, slots[first - span.first], chunk_size_).file, false);
+  PinKeepalive& keep = *p.keep;
+  if ((!keep.pins.empty() || !to_check.empty()) && !keep.file) {
+    const uint64_t first = keep.pins.empty() ? to_check[0].idx : keep.pins[0].index;
+    const ChunkKey any{v.key.object_id, v.key.version, first};
+    auto file = store_->Get(PlaceOf(any, p.slots[first - first_idx], chunk_size_).file, false);
     if (file.ok()) {
-      keep->file = *file;
+      keep.file = *file;
     } else {
-      LOG_WARN("cache data file of '{}' is missing; re-fetching", v->path);
-      for (const ChunkKey& k : keep->pins) {
-        from_fd[k.index - span.first] = 0;
+      LOG_WARN("cache data file of '{}' is missing; re-fetching", v.path);
+      for (const ChunkKey& k : keep.pins) {
+        p.from_fd[k.index - first_idx] = 0;
         to_check.push_back({k.index, 0, {}});
       }
-      keep->pins.clear();
+      keep.pins.clear();
       for (const ChunkToCheck& c : to_check) {
-        ChunkKey k{v->key.object_id, v->key.version, c.idx};
+        const ChunkKey k{v.key.object_id, v.key.version, c.idx};
         resident_->Unpin(k);
         DropBadChunk(k, /*force=*/true);
-        missing.push_back(c.idx);
+        p.missing.push_back(c.idx);
       }
       to_check.clear();
     }
   }
-  if (!to_check.empty()) {
-    // Checked chunks are answered from the bytes just checked: the data
-    // file need not be read twice.
-    std::vector<ChunkBytes> checked;
-    std::vector<char> good = CheckChunks(*v, *keep->file, to_check, &checked);
-    for (size_t i = 0; i < good.size(); ++i) {
-      const uint64_t idx = to_check[i].idx;
-      if (good[i]) {
-        counters_.chunks_verified_by_readers++;
-        resident_->Unpin(ChunkKey{v->key.object_id, v->key.version, idx});
-        mem[idx - span.first] = checked[i];
-      } else {
-        missing.push_back(idx);
-      }
+  if (to_check.empty()) return;
+  // Checked chunks are answered from the bytes just checked: the data file
+  // need not be read twice.
+  std::vector<ChunkBytes> checked;
+  std::vector<char> good = CheckChunks(v, *keep.file, to_check, &checked);
+  for (size_t i = 0; i < good.size(); ++i) {
+    const uint64_t idx = to_check[i].idx;
+    if (good[i]) {
+      counters_.chunks_verified_by_readers++;
+      resident_->Unpin(ChunkKey{v.key.object_id, v.key.version, idx});
+      p.mem[idx - first_idx] = checked[i];
+    } else {
+      p.missing.push_back(idx);
     }
   }
-  // Own claims end before waiting on others' (two reads must not wait on
-  // each other).
-  f.readahead->EndChecks(claims.idx);
-  claims.idx.clear();
+}
+
+void ObjectCacheImpl::AwaitChecks(OpenFileState& f, ReadPlan& p) {
   // Chunks this file's prefetch (or another read) is checking right now:
   // its bytes, once checked, rather than a second read and check. Nothing
   // held after the wait (a failed check, a chunk another read checked for
   // itself, a full readahead budget): a miss, which loads the stored chunk
   // (checked) or fetches it.
-  for (uint64_t idx : awaited) {
-    resident_->Unpin(ChunkKey{v->key.object_id, v->key.version, idx});
+  const ObjectVersion& v = *f.version;
+  for (uint64_t idx : p.awaited) {
+    resident_->Unpin(ChunkKey{v.key.object_id, v.key.version, idx});
     counters_.collapsed_checks++;
     if (auto held = f.readahead->AwaitCheck(idx)) {
-      mem[idx - span.first] = *held;
+      p.mem[idx - p.span.first] = *held;
     } else {
-      missing.push_back(idx);
+      p.missing.push_back(idx);
     }
   }
+}
 
+Status ObjectCacheImpl::FetchMissing(OpenFileState& f, ReadPlan& p, DeferredStores* deferred) {
   // Misses: what this file fetched meanwhile, then the origin.
-  if (!missing.empty()) {
-    std::sort(missing.begin(), missing.end());
-    std::vector<uint64_t> to_fetch;
-    for (uint64_t idx : missing) {
-      if (auto held = f.readahead->Get(idx)) {
-        mem[idx - span.first] = *held;
-      } else {
-        to_fetch.push_back(idx);
-      }
+  if (p.missing.empty()) return Status::OK();
+  std::sort(p.missing.begin(), p.missing.end());
+  std::vector<uint64_t> to_fetch;
+  for (uint64_t idx : p.missing) {
+    if (auto held = f.readahead->Get(idx)) {
+      p.mem[idx - p.span.first] = *held;
+    } else {
+      to_fetch.push_back(idx);
     }
-    std::vector<ChunkBytes> fetched;
-    FetchTally tally;
-    Status s = FetchChunks(v, *f.origin, to_fetch, &fetched, &tally, f.readahead.get(),
-                           /*ahead=*/false, deferred.get());
-    if (!s.ok()) {
-      counters_.errors++;
-      return s;
-    }
-    for (size_t i = 0; i < to_fetch.size(); ++i) mem[to_fetch[i] - span.first] = fetched[i];
   }
+  std::vector<ChunkBytes> fetched;
+  FetchTally tally;
+  STOKER_RETURN_IF_ERROR(FetchChunks(f.version, *f.origin, to_fetch, &fetched, &tally,
+                                     f.readahead.get(), /*ahead=*/false, deferred));
+  for (size_t i = 0; i < to_fetch.size(); ++i) p.mem[to_fetch[i] - p.span.first] = fetched[i];
+  return Status::OK();
+}
 
+uint64_t ObjectCacheImpl::Assemble(const ObjectVersion& v, ReadPlan& p, ReadReply* out) {
   SegmentBuilder seg(out);
   uint64_t hit_bytes = 0;
-  const uint64_t end = span.off + span.len;
-  for (uint64_t c = 0; c < span.count; ++c) {
-    uint64_t idx = span.first + c;
-    uint64_t start = ChunkOffset(chunk_size_, idx);
-    uint64_t a = std::max(span.off, start);
-    uint64_t b = std::min(end, start + ChunkLength(size, chunk_size_, idx));
-    if (from_fd[c]) {
-      const ChunkKey key{v->key.object_id, v->key.version, idx};
-      seg.Fd(keep->file->fd(), PlaceOf(key, slots[c], chunk_size_).off + (a - start), b - a);
+  const uint64_t size = v.identity.size;
+  const uint64_t end = p.span.off + p.span.len;
+  for (uint64_t c = 0; c < p.span.count; ++c) {
+    const uint64_t idx = p.span.first + c;
+    const ChunkKey key{v.key.object_id, v.key.version, idx};
+    const uint64_t start = ChunkOffset(chunk_size_, idx);
+    const uint64_t a = std::max(p.span.off, start);
+    const uint64_t b = std::min(end, start + ChunkLength(size, chunk_size_, idx));
+    if (p.from_fd[c]) {
+      seg.Fd(p.keep->file->fd(), PlaceOf(key, p.slots[c], chunk_size_).off + (a - start), b - a);
       hit_bytes += b - a;
-      RecordHit(ChunkKey{v->key.object_id, v->key.version, idx});
-    } else {
-      const ChunkBytes& bytes = mem[c];
-      STOKER_CHECK(bytes.data != nullptr, "a missed chunk was neither fetched nor held");
-      seg.Mem(bytes.data.get() + (a - start), b - a);
-      if (bytes.from_cache) {
-        hit_bytes += b - a;
-        RecordHit(ChunkKey{v->key.object_id, v->key.version, idx});
-      }
-      keep->buffers.push_back(bytes);
+      RecordHit(key);
+      continue;
     }
+    const ChunkBytes& bytes = p.mem[c];
+    STOKER_CHECK(bytes.data != nullptr, "a missed chunk was neither fetched nor held");
+    seg.Mem(bytes.data.get() + (a - start), b - a);
+    if (bytes.from_cache) {
+      hit_bytes += b - a;
+      RecordHit(key);
+    }
+    p.keep->buffers.push_back(bytes);
   }
   seg.Flush();
-  out->Keep(std::move(keep));
-  if (!deferred->empty()) out->Keep(std::move(deferred));
-  counters_.bytes_read += span.len;
-  counters_.read_requests++;
-  counters_.cache_hit_bytes += hit_bytes;
-  MaybePrefetch(f, span.off, end, span.first + span.count - 1);
-  return Status::OK();
+  return hit_bytes;
 }
 
 }  // namespace stoker

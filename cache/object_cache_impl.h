@@ -232,8 +232,6 @@ class ObjectCacheImpl final : public ObjectCache {
   Status PutDerived(const OpenFileState& file, const std::string& name,
                     const std::string& value) override;
   Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) override;
-  // Read without a derived file's check of its ranges.
-  Status ReadVersion(OpenFileState& file, uint64_t off, size_t len, ReadReply* out);
   std::shared_lock<std::shared_mutex> HoldServe(OpenFileState& file) override;
   Result<std::unique_ptr<WholeFileLease>> LeaseWhole(OpenFileState& file,
                                                      LeaseRefusal* why) override;
@@ -307,6 +305,27 @@ class ObjectCacheImpl final : public ObjectCache {
     const std::shared_ptr<ObjectVersion> v_;
     std::vector<std::pair<uint64_t, ChunkBytes>> chunks_;
   };
+
+  // cache_read.cc: a read is planned (each chunk sorted by where its bytes
+  // come from), then each list is served by a step of its own.
+  struct ReadPlan;
+  // Read without a derived file's check of its ranges.
+  Status ReadVersion(OpenFileState& file, uint64_t off, size_t len, ReadReply* out);
+  // Pins what is cached and verified (served from the data file), takes
+  // what the read-ahead holds, claims the checks of stored chunks not yet
+  // verified, and lists what others are checking and what is missing.
+  ReadPlan PlanRead(OpenFileState& file, const ChunkSpan& span);
+  // Checks the claimed chunks against their records (reading them once, and
+  // serving those bytes); a bad one, or a data file gone, becomes missing.
+  void CheckUnverified(const ObjectVersion& v, ReadPlan& plan);
+  // Waits for the checks others hold; what they did not keep becomes missing.
+  void AwaitChecks(OpenFileState& file, ReadPlan& plan);
+  // Takes missing chunks from the read-ahead, else fetches them from the
+  // origin (their stores put off into deferred).
+  Status FetchMissing(OpenFileState& file, ReadPlan& plan, DeferredStores* deferred);
+  // Appends the span's segments to out, counting hits; returns the bytes
+  // served from the cache.
+  uint64_t Assemble(const ObjectVersion& v, ReadPlan& plan, ReadReply* out);
 
   // cache_fetch.cc
   // Fetches the listed chunks (ascending, not present) and stores them;
