@@ -90,6 +90,11 @@ inline constexpr uint64_t kMaxChunkSize = 64ull << 20;
 inline constexpr uint64_t kMinChunksInCache = 4;
 inline constexpr uint64_t kMaxPrefetchFiles = 1024;
 
+// path made absolute against the working directory and lexically normal,
+// without resolving anything (the mountpoint may be stale); an origin URL
+// (s3://, http(s)://) as it is.
+std::string MakeAbsolute(const std::string& path);
+
 // Splits "-o a,b -o c" into {"a", "b", "c"}, dropping empty items.
 std::vector<std::string> SplitFuseOptions(const std::vector<std::string>& raw);
 

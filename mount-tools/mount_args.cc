@@ -1,0 +1,209 @@
+// `stoker mount`'s arguments checked and turned into MountOptions (and the
+// origin's options): one line naming the bad argument for each refusal.
+#include <filesystem>
+
+#include "fs/metrics.h"
+#include "fs/mountpoint.h"
+#include "mount-tools/commands.h"
+#include "util/size.h"
+
+namespace stoker {
+
+std::string MakeAbsolute(const std::string& path) {
+  if (path.find("://") != std::string::npos) return path;  // s3://, http(s)://
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) p = path;
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+std::vector<std::string> SplitFuseOptions(const std::vector<std::string>& raw) {
+  std::vector<std::string> out;
+  for (const auto& group : raw) {
+    size_t start = 0;
+    while (start <= group.size()) {
+      size_t comma = group.find(',', start);
+      if (comma == std::string::npos) comma = group.size();
+      if (comma > start) out.push_back(group.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+Result<uint64_t> ParseSizeFlag(const std::string& flag, const std::string& text) {
+  auto r = ParseSize(text);
+  if (!r.ok()) return Status::Invalid(flag + ": " + r.status().message());
+  return r;
+}
+
+// "60" -> 60; what names the flag and its unit in the error.
+Result<uint64_t> ParseWholeNumber(const char* flag, const std::string& v, const char* unit) {
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) {
+    return Status::Invalid(std::string(flag) + " " + v + ": expected a whole number of " + unit);
+  }
+  return std::stoull(v);
+}
+
+Status ToOriginOptions(const MountArgs& args, uint64_t revalidate_seconds, OriginOptions* o) {
+  const bool remote = args.origin.find("://") != std::string::npos;
+  const bool s3 = args.origin.rfind("s3://", 0) == 0;
+  if (!s3 && (!args.s3_endpoint.empty() || args.s3_path_style)) {
+    return Status::Invalid("--s3-endpoint and --s3-path-style are for s3:// origins");
+  }
+  if ((!remote || s3) && !args.manifest.empty()) {
+    return Status::Invalid("--manifest is for http(s):// origins");
+  }
+  o->s3_endpoint = args.s3_endpoint;
+  o->s3_path_style = args.s3_path_style;
+  o->manifest = args.manifest.empty() ? "" : MakeAbsolute(args.manifest);
+  o->listing_ttl_seconds = revalidate_seconds;
+  STOKER_ASSIGN_OR_RETURN(uint64_t page,
+                          ParseWholeNumber("--s3-page-size", args.s3_page_size, "keys"));
+  if (page < 1 || page > 1000) {
+    return Status::Invalid("--s3-page-size " + args.s3_page_size + ": must be 1..1000");
+  }
+  o->s3_page_size = static_cast<int>(page);
+  STOKER_ASSIGN_OR_RETURN(
+      uint64_t connect,
+      ParseWholeNumber("--origin-connect-timeout", args.origin_connect_timeout, "seconds"));
+  STOKER_ASSIGN_OR_RETURN(uint64_t stall, ParseWholeNumber("--origin-stall-timeout",
+                                                           args.origin_stall_timeout, "seconds"));
+  STOKER_ASSIGN_OR_RETURN(uint64_t retries,
+                          ParseWholeNumber("--origin-retries", args.origin_retries, "retries"));
+  if (connect < 1 || connect > 3600 || stall < 1 || stall > 3600) {
+    return Status::Invalid("--origin-connect-timeout and --origin-stall-timeout: 1..3600 seconds");
+  }
+  if (retries > 100)
+    return Status::Invalid("--origin-retries " + args.origin_retries + ": at most 100");
+  o->connect_timeout_s = static_cast<long>(connect);
+  o->stall_timeout_s = static_cast<long>(stall);
+  o->retries = static_cast<int>(retries);
+  STOKER_ASSIGN_OR_RETURN(uint64_t backoff,
+                          ParseWholeNumber("--origin-backoff", args.origin_backoff, "seconds"));
+  if (backoff > 3600) {
+    return Status::Invalid("--origin-backoff " + args.origin_backoff + ": at most 3600 seconds");
+  }
+  o->backoff_seconds = static_cast<long>(backoff);
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<MountOptions> ToMountOptions(const MountArgs& args) {
+  MountOptions o;
+  if (args.origin.empty()) return Status::Invalid("ORIGIN is empty");
+  if (args.mountpoint.empty()) return Status::Invalid("MOUNTPOINT is empty");
+  if (args.cache_dir.empty()) return Status::Invalid("--cache is empty");
+  o.origin = MakeAbsolute(args.origin);
+  o.mountpoint = MakeAbsolute(args.mountpoint);
+  o.cache.dir = MakeAbsolute(args.cache_dir);
+  // Before anything is created: a cache dir made inside the mountpoint
+  // would make it look non-empty, and be hidden by the mount.
+  STOKER_RETURN_IF_ERROR(CheckNesting(o.origin, o.mountpoint, o.cache.dir));
+
+  STOKER_ASSIGN_OR_RETURN(o.cache.chunk_size, ParseSizeFlag("--chunk-size", args.chunk_size));
+  STOKER_ASSIGN_OR_RETURN(o.cache.capacity_bytes, ParseSizeFlag("--cache-size", args.cache_size));
+  STOKER_ASSIGN_OR_RETURN(o.cache.prefetch_bytes, ParseSizeFlag("--prefetch", args.prefetch));
+  STOKER_ASSIGN_OR_RETURN(o.cache.slab_max_bytes, ParseSizeFlag("--slab-max", args.slab_max));
+  uint64_t chunk = o.cache.chunk_size;
+  if (chunk < kMinChunkSize || chunk > kMaxChunkSize) {
+    return Status::Invalid("--chunk-size " + args.chunk_size + ": must be between " +
+                           FormatSize(kMinChunkSize) + " and " + FormatSize(kMaxChunkSize));
+  }
+  if (chunk % 4096 != 0) {
+    return Status::Invalid("--chunk-size " + args.chunk_size + ": must be a multiple of 4 KiB");
+  }
+  if (o.cache.capacity_bytes / kMinChunksInCache < chunk) {
+    return Status::Invalid("--cache-size " + args.cache_size + ": must hold at least " +
+                           std::to_string(kMinChunksInCache) + " chunks (" +
+                           FormatSize(kMinChunksInCache * chunk) + " with a chunk size of " +
+                           FormatSize(chunk) + ")");
+  }
+  STOKER_ASSIGN_OR_RETURN(o.cache.revalidate_seconds,
+                          ParseWholeNumber("--revalidate", args.revalidate, "seconds"));
+  STOKER_ASSIGN_OR_RETURN(o.max_nodes, ParseWholeNumber("--max-nodes", args.max_nodes, "nodes"));
+  if (o.max_nodes != 0 && o.max_nodes < 1000) {
+    return Status::Invalid("--max-nodes " + args.max_nodes + ": 0 (no bound) or at least 1000");
+  }
+  STOKER_ASSIGN_OR_RETURN(o.cache.dir_prefetch_files,
+                          ParseWholeNumber("--prefetch-files", args.prefetch_files, "files"));
+  if (o.cache.dir_prefetch_files > kMaxPrefetchFiles) {
+    return Status::Invalid("--prefetch-files " + args.prefetch_files + ": at most " +
+                           std::to_string(kMaxPrefetchFiles));
+  }
+
+  if (args.io_backend == "auto") {
+    o.cache.io_backend = IoBackendKind::kAuto;
+  } else if (args.io_backend == "io_uring") {
+    o.cache.io_backend = IoBackendKind::kUring;
+  } else if (args.io_backend == "syscall") {
+    o.cache.io_backend = IoBackendKind::kSyscall;
+  } else {
+    return Status::Invalid("--io-backend " + args.io_backend +
+                           ": must be auto, io_uring or syscall");
+  }
+  if (args.passthrough == "auto") {
+    o.passthrough = PassthroughMode::kAuto;
+  } else if (args.passthrough == "on") {
+    o.passthrough = PassthroughMode::kOn;
+  } else if (args.passthrough == "off") {
+    o.passthrough = PassthroughMode::kOff;
+  } else {
+    return Status::Invalid("--passthrough " + args.passthrough + ": must be auto, on or off");
+  }
+  if (args.opens == "kernel") {
+    o.kernel_opens = true;
+    if (o.passthrough == PassthroughMode::kOn) {
+      return Status::Invalid(
+          "--opens kernel leaves no open to pass through: it excludes --passthrough on");
+    }
+  } else if (args.opens != "daemon") {
+    return Status::Invalid("--opens " + args.opens + ": must be daemon or kernel");
+  }
+  static const char* kLevels[] = {"error", "warn", "info", "debug"};
+  bool level_ok = false;
+  for (const char* l : kLevels) level_ok = level_ok || args.log_level == l;
+  if (!level_ok) {
+    return Status::Invalid("--log-level " + args.log_level +
+                           ": must be error, warn, info or debug");
+  }
+  o.log_level = args.log_level;
+  o.cache.direct_io = !args.no_direct_io;
+  o.supervise = args.supervise;
+  STOKER_RETURN_IF_ERROR(ToOriginOptions(args, o.cache.revalidate_seconds, &o.origin_options));
+  o.origin_options.io_backend = o.cache.io_backend;  // a local origin's reads too
+  o.fuse_options = SplitFuseOptions(args.fuse_options);
+  o.check_permissions = args.default_permissions;
+  if (!args.metrics.empty()) STOKER_RETURN_IF_ERROR(ParseMetricsAddress(args.metrics).status());
+  o.metrics = args.metrics;
+  for (const std::string& f : o.fuse_options) {
+    if (f == "default_permissions" && !o.check_permissions) {
+      return Status::Invalid("-o default_permissions contradicts --no-default-permissions");
+    }
+  }
+  std::set<std::string> view_names;
+  for (const std::string& v : args.views) {
+    Result<ViewSpec> spec = ParseViewSpec(v);
+    if (!spec.ok()) return Status::Invalid("--view " + v + ": " + spec.status().message());
+    if (spec->name == "stoker") {
+      return Status::Invalid("--view " + v + ": .stoker is the mount's control directory");
+    }
+    if (!view_names.insert(spec->name).second) {
+      return Status::Invalid("--view " + v + ": a view named '" + spec->name + "' is given twice");
+    }
+    o.views.push_back(std::move(spec).value());
+  }
+  auto decoder = ParseDecoderKind(args.decoder);
+  if (!decoder.ok()) return Status::Invalid("--decoder " + decoder.status().message());
+  o.decoder.kind = *decoder;
+  for (const std::string& d : args.gpu_library_path)
+    o.decoder.gpu.library_path.push_back(MakeAbsolute(d));
+  return o;
+}
+
+}  // namespace stoker
