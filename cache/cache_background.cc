@@ -5,6 +5,7 @@
 
 #include "cache/object_cache_impl.h"
 #include "util/log.h"
+#include "util/mutex.h"
 #include "util/path.h"
 
 namespace stoker {
@@ -32,7 +33,7 @@ constexpr int kMaxRepicks = 64;
 // dataset can take less than one, and its hits would then never promote
 // what they hit, leaving the resident subset to go stale (see eviction.h).
 void ObjectCacheImpl::RecordHit(const ChunkKey& key) {
-  std::lock_guard<std::mutex> l(hits_mu_);
+  MutexLock l(hits_mu_);
   const uint64_t now = index_->clock();
   for (const auto* inserted : {&inserted_now_, &inserted_prev_}) {
     auto it = inserted->find(key);
@@ -43,13 +44,13 @@ void ObjectCacheImpl::RecordHit(const ChunkKey& key) {
 }
 
 void ObjectCacheImpl::RecordInsert(const ChunkKey& key, uint64_t tick) {
-  std::lock_guard<std::mutex> l(hits_mu_);
+  MutexLock l(hits_mu_);
   inserted_now_[key] = tick;
 }
 
 void ObjectCacheImpl::KickEvictor() {
   {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     bg_kicked_ = true;
   }
   bg_cv_.notify_one();
@@ -57,7 +58,7 @@ void ObjectCacheImpl::KickEvictor() {
 
 void ObjectCacheImpl::QueueDrop(const VersionKey& v) {
   {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     drops_.push_back(v);
     bg_kicked_ = true;
   }
@@ -71,8 +72,9 @@ void ObjectCacheImpl::EvictorLoop() {
   auto last_measure = Clock::now();
   for (;;) {
     {
-      std::unique_lock<std::mutex> l(bg_mu_);
-      bg_cv_.wait_for(l, kHitFlushInterval, [&] { return bg_stop_ || bg_kicked_; });
+      MutexLock l(bg_mu_);
+      bg_cv_.WaitFor(bg_mu_, kHitFlushInterval,
+                     [&]() REQUIRES(bg_mu_) { return bg_stop_ || bg_kicked_; });
       if (bg_stop_) break;
       bg_kicked_ = false;
     }
@@ -103,7 +105,7 @@ void ObjectCacheImpl::EvictorLoop() {
 void ObjectCacheImpl::FlushHits(bool new_window) {
   std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> hits;
   {
-    std::lock_guard<std::mutex> l(hits_mu_);
+    MutexLock l(hits_mu_);
     hits.swap(pending_hits_);
     if (new_window) {
       inserted_prev_.swap(inserted_now_);
@@ -119,7 +121,7 @@ void ObjectCacheImpl::FlushHits(bool new_window) {
 void ObjectCacheImpl::ProcessDrops() {
   std::deque<VersionKey> todo;
   {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     todo.swap(drops_);
   }
   std::deque<VersionKey> later;
@@ -168,7 +170,7 @@ void ObjectCacheImpl::ProcessDrops() {
     drops_pending_--;
   }
   if (!later.empty()) {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     for (const auto& v : later) drops_.push_back(v);
   }
 }
@@ -181,7 +183,7 @@ void ObjectCacheImpl::EvictToLow() {
     uint64_t over = quota_.BytesOverLow();
     if (over == 0) break;
     {
-      std::lock_guard<std::mutex> l(bg_mu_);
+      MutexLock l(bg_mu_);
       if (bg_stop_) break;
     }
     // Stale chunks go down to the low watermark, others only to the high
@@ -282,7 +284,7 @@ Result<uint64_t> ObjectCacheImpl::StartWarm(const std::vector<std::string>& path
   }
   uint64_t id = 0;
   {
-    std::lock_guard<std::mutex> l(warm_mu_);
+    MutexLock l(warm_mu_);
     id = next_warm_job_++;
     auto job = std::make_shared<WarmJob>(id, paths);
     warm_jobs_.push_back(job);
@@ -299,7 +301,7 @@ Result<uint64_t> ObjectCacheImpl::StartWarm(const std::vector<std::string>& path
 }
 
 nlohmann::json ObjectCacheImpl::WarmStatus(uint64_t id) {
-  std::lock_guard<std::mutex> l(warm_mu_);
+  MutexLock l(warm_mu_);
   if (id == 0) {
     nlohmann::json all = nlohmann::json::array();
     for (const auto& job : warm_jobs_) all.push_back(job->Json());
@@ -318,8 +320,9 @@ void ObjectCacheImpl::WarmLoop() {
   for (;;) {
     WarmEntry entry;
     {
-      std::unique_lock<std::mutex> l(warm_mu_);
-      warm_cv_.wait(l, [&] { return warm_stop_ || !warm_queue_.empty(); });
+      MutexLock l(warm_mu_);
+      warm_cv_.Wait(warm_mu_,
+                    [&]() REQUIRES(warm_mu_) { return warm_stop_ || !warm_queue_.empty(); });
       if (warm_stop_) return;
       entry = std::move(warm_queue_.front());
       warm_queue_.pop_front();
@@ -358,7 +361,7 @@ void ObjectCacheImpl::WarmLoop() {
     std::vector<std::string> dirs{root};
     while (!dirs.empty()) {
       {
-        std::lock_guard<std::mutex> l(warm_mu_);
+        MutexLock l(warm_mu_);
         if (warm_stop_) return;
       }
       std::string dir = std::move(dirs.back());

@@ -9,6 +9,7 @@
 #include "cache/object_cache_impl.h"
 #include "util/checksum.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace stoker {
 namespace {
@@ -224,7 +225,7 @@ void ObjectCacheImpl::MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end
   const auto& v = f.version;
   uint64_t from = 0, until = 0;
   {
-    std::lock_guard<std::mutex> l(f.mu);
+    MutexLock l(f.mu);
     // One sequential reader's requests arrive out of order (the kernel reads
     // ahead with several at once, answered by several threads): a read
     // within a window of where the reader got to is still sequential, and

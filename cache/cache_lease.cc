@@ -6,6 +6,7 @@
 
 #include "cache/object_cache_impl.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -147,8 +148,8 @@ std::vector<char> ObjectCacheImpl::CheckInBatches(const ObjectVersion& v, DataFi
 }
 
 void ObjectCacheImpl::AwaitVerifyAhead(const VersionKey& key) {
-  std::unique_lock<std::mutex> l(ahead_mu_);
-  ahead_cv_.wait(l, [&] { return !verifying_ahead_.contains(key); });
+  MutexLock l(ahead_mu_);
+  ahead_cv_.Wait(ahead_mu_, [&]() REQUIRES(ahead_mu_) { return !verifying_ahead_.contains(key); });
 }
 
 bool ObjectCacheImpl::VerifyAhead(const std::string& path) {
@@ -161,7 +162,7 @@ bool ObjectCacheImpl::VerifyAhead(const std::string& path) {
     return false;
   }
   {
-    std::lock_guard<std::mutex> l(ahead_mu_);
+    MutexLock l(ahead_mu_);
     if (verifying_ahead_.contains(v->key)) return true;
     if (verifying_ahead_.size() >= kMaxVerifyAhead) return false;
     verifying_ahead_.insert(v->key);
@@ -196,7 +197,7 @@ bool ObjectCacheImpl::VerifyAhead(const std::string& path) {
   }
   for (const ChunkKey& k : pins) resident_->Unpin(k);
   {
-    std::lock_guard<std::mutex> l(ahead_mu_);
+    MutexLock l(ahead_mu_);
     verifying_ahead_.erase(v->key);
   }
   ahead_cv_.notify_all();

@@ -10,6 +10,7 @@
 #include "cache/object_cache_impl.h"
 #include "util/checksum.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -285,34 +286,34 @@ Result<uint64_t> ObjectCacheImpl::PunchAndDrop(const ChunkKey& key,
 }
 
 std::optional<ChunkBytes> Readahead::Get(uint64_t idx) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(mu);
   auto it = chunks.find(idx);
   if (it == chunks.end()) return std::nullopt;
   return it->second;
 }
 
 bool Readahead::ClaimCheck(uint64_t idx) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(mu);
   return checking.insert(idx).second;
 }
 
 bool Readahead::Claimed(uint64_t idx) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(mu);
   return checking.count(idx) != 0;
 }
 
 void Readahead::EndChecks(const std::vector<uint64_t>& idx) {
   if (idx.empty()) return;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     for (uint64_t i : idx) checking.erase(i);
   }
   checked.notify_all();
 }
 
 std::optional<ChunkBytes> Readahead::AwaitCheck(uint64_t idx) {
-  std::unique_lock<std::mutex> l(mu);
-  checked.wait(l, [&] { return checking.count(idx) == 0; });
+  MutexLock l(mu);
+  checked.Wait(mu, [&]() REQUIRES(mu) { return checking.count(idx) == 0; });
   auto it = chunks.find(idx);
   if (it == chunks.end()) return std::nullopt;
   return it->second;
@@ -323,7 +324,7 @@ Readahead::~Readahead() {
 }
 
 void Readahead::Put(uint64_t idx, const ChunkBytes& bytes, size_t max) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(mu);
   if (chunks.count(idx)) return;
   while (!chunks.empty() && chunks.size() >= max) {
     *budget += static_cast<int64_t>(chunks.begin()->second.len);
@@ -338,12 +339,12 @@ void Readahead::Put(uint64_t idx, const ChunkBytes& bytes, size_t max) {
 }
 
 bool Readahead::Wanted(uint64_t idx) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(mu);
   return idx >= passed && chunks.count(idx) == 0;
 }
 
 void Readahead::DropBefore(uint64_t idx) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(mu);
   passed = idx;
   auto end = chunks.lower_bound(idx);
   for (auto it = chunks.begin(); it != end; ++it) *budget += static_cast<int64_t>(it->second.len);

@@ -267,7 +267,7 @@ ChunkIndex::ChunkIndex(rocksdb::DB* db, IndexMeta meta, bool created, bool read_
 ChunkIndex::~ChunkIndex() {
   if (!read_only_) {
     // Persist the clock so that eviction order survives a clean restart.
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     IndexMeta m = meta_;
     Batch b;
     (void)Write(b, &m);
@@ -277,13 +277,13 @@ ChunkIndex::~ChunkIndex() {
 }
 
 IndexMeta ChunkIndex::meta() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   IndexMeta m = meta_;
   m.clock = clock_.load();
   return m;
 }
 
-// REQUIRES: mu_ held. Commits batch (with new_meta if given) and adopts it.
+// Commits batch (with new_meta if given) and adopts it.
 Status ChunkIndex::Write(Batch& batch, const IndexMeta* new_meta) {
   IndexMeta m;
   if (new_meta) {
@@ -309,7 +309,7 @@ Result<std::optional<ObjectRecord>> ChunkIndex::GetObject(const std::string& pat
 }
 
 Result<ObjectRecord> ChunkIndex::CreateObject(const std::string& path, ObjectRecord rec) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   IndexMeta m = meta_;
   rec.object_id = m.next_object_id++;
   m.objects++;
@@ -320,7 +320,7 @@ Result<ObjectRecord> ChunkIndex::CreateObject(const std::string& path, ObjectRec
 }
 
 Status ChunkIndex::UpdateObject(const std::string& path, const ObjectRecord& rec) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Batch b;
   b.wb.Put(ObjectKey(path), EncodeObject(rec));
   return Write(b, nullptr);
@@ -328,7 +328,7 @@ Status ChunkIndex::UpdateObject(const std::string& path, const ObjectRecord& rec
 
 Status ChunkIndex::ReplaceObject(const std::string& path, const ObjectRecord& rec,
                                  const VersionKey& old) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Batch b;
   b.wb.Put(ObjectKey(path), EncodeObject(rec));
   b.wb.Put(DropKey(old), EncodeIntent());
@@ -336,7 +336,7 @@ Status ChunkIndex::ReplaceObject(const std::string& path, const ObjectRecord& re
 }
 
 Status ChunkIndex::DeleteObject(const std::string& path, const VersionKey& old) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   IndexMeta m = meta_;
   if (m.objects > 0) m.objects--;
   Batch b;
@@ -355,21 +355,21 @@ Result<std::optional<ChunkRecord>> ChunkIndex::GetChunk(const ChunkKey& key) {
 }
 
 Status ChunkIndex::PutIntent(const ChunkKey& key) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Batch b;
   b.wb.Put(IntentKey(key), EncodeIntent());
   return Write(b, nullptr);
 }
 
 Status ChunkIndex::DeleteIntent(const ChunkKey& key) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Batch b;
   b.wb.Delete(IntentKey(key));
   return Write(b, nullptr);
 }
 
 Status ChunkIndex::CommitChunk(const ChunkKey& key, const ChunkRecord& rec) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   IndexMeta m = meta_;
   m.usage_bytes += rec.allocated;
   m.chunks++;
@@ -438,7 +438,7 @@ void ChunkIndex::AdoptLocked(const SlotEdits& edits) {
 }
 
 Result<SlotRef> ChunkIndex::ReserveSlot(const ChunkKey& key, uint64_t len) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   const uint32_t slot_class = SlotClassFor(len);
   STOKER_ASSIGN_OR_RETURN(SlabClass * c, ClassLocked(slot_class));
   SlotRef slot{slot_class, static_cast<uint32_t>(c->slabs.size()), 0};
@@ -464,7 +464,7 @@ Result<SlotRef> ChunkIndex::ReserveSlot(const ChunkKey& key, uint64_t len) {
 }
 
 Status ChunkIndex::ReleaseSlot(const ChunkKey& key, const SlotRef& slot) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Batch b;
   SlotEdits edits;
   STOKER_RETURN_IF_ERROR(EditSlotLocked(b, edits, slot, false));
@@ -475,13 +475,13 @@ Status ChunkIndex::ReleaseSlot(const ChunkKey& key, const SlotRef& slot) {
 }
 
 Result<bool> ChunkIndex::SlotTaken(const SlotRef& slot) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   STOKER_ASSIGN_OR_RETURN(SlabClass * c, ClassLocked(slot.slot_class));
   return slot.slab < c->slabs.size() && c->slabs[slot.slab].Get(slot.slot);
 }
 
 Status ChunkIndex::WriteSlab(uint32_t slot_class, uint32_t slab, const SlabBitmap& bitmap) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   STOKER_RETURN_IF_ERROR(ClassLocked(slot_class).status());
   Batch b;
   b.wb.Put(SlabKey(slot_class, slab), EncodeSlabBitmap(bitmap));
@@ -491,7 +491,7 @@ Status ChunkIndex::WriteSlab(uint32_t slot_class, uint32_t slab, const SlabBitma
 }
 
 Status ChunkIndex::SetSlotTaken(const SlotRef& slot, bool taken) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Batch b;
   SlotEdits edits;
   STOKER_RETURN_IF_ERROR(EditSlotLocked(b, edits, slot, taken));
@@ -502,7 +502,7 @@ Status ChunkIndex::SetSlotTaken(const SlotRef& slot, bool taken) {
 
 Result<uint64_t> ChunkIndex::DropChunk(const ChunkKey& key,
                                        const std::optional<EvictionRank>& stale_rank) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ChunkRecordKey(key), &value);
   Batch b;
@@ -535,7 +535,7 @@ Result<uint64_t> ChunkIndex::DropChunk(const ChunkKey& key,
 Status ChunkIndex::RecordHits(const std::vector<std::pair<ChunkKey, uint64_t>>& hits,
                               const EvictionPolicy& policy) {
   if (hits.empty()) return Status::OK();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   std::vector<std::string> keys;
   keys.reserve(hits.size());
   for (const auto& h : hits) keys.push_back(ChunkRecordKey(h.first));
@@ -565,7 +565,7 @@ Status ChunkIndex::RecordHits(const std::vector<std::pair<ChunkKey, uint64_t>>& 
 }
 
 Result<uint64_t> ChunkIndex::DropVersionChunks(const VersionKey& v, size_t max, bool* done) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   std::string prefix = VersionChunkPrefix(v);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   Batch b;
@@ -620,7 +620,7 @@ Result<std::optional<std::string>> ChunkIndex::GetDerived(const VersionKey& v,
 }
 
 Status ChunkIndex::PutDerived(const VersionKey& v, std::string_view name, std::string_view value) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   std::string stored(1, static_cast<char>(kIndexFormatVersion));
   stored.append(value);
   Batch b;
@@ -654,14 +654,14 @@ std::unique_ptr<EvictionPolicy::Cursor> ChunkIndex::NewEvictCursor(uint8_t queue
 }
 
 Status ChunkIndex::DeleteRaw(std::string_view key) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Batch b;
   b.wb.Delete(rocksdb::Slice(key.data(), key.size()));
   return Write(b, nullptr);
 }
 
 Status ChunkIndex::WriteMeta(const IndexMeta& meta) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Batch b;
   clock_.store(std::max(clock_.load(), meta.clock));
   return Write(b, &meta);

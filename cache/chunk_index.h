@@ -20,7 +20,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +28,7 @@
 #include "cache/chunk.h"
 #include "cache/eviction.h"
 #include "cache/index_format.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace rocksdb {
@@ -158,7 +158,7 @@ class ChunkIndex {
  private:
   ChunkIndex(rocksdb::DB* db, IndexMeta meta, bool created, bool read_only);
   class Batch;
-  Status Write(Batch& batch, const IndexMeta* new_meta);
+  Status Write(Batch& batch, const IndexMeta* new_meta) REQUIRES(mu_);
 
   // The slab bitmaps of one slot class as committed.
   struct SlabClass {
@@ -167,22 +167,23 @@ class ChunkIndex {
   };
   // Bitmaps changed by one batch, adopted once it is written.
   using SlotEdits = std::map<std::pair<uint32_t, uint32_t>, SlabBitmap>;
-  // REQUIRES: mu_ held. Loads the class on first use.
-  Result<SlabClass*> ClassLocked(uint32_t slot_class);
-  // REQUIRES: mu_ held. Marks slot in edits (from the committed bitmap on
+  // Loads the class on first use.
+  Result<SlabClass*> ClassLocked(uint32_t slot_class) REQUIRES(mu_);
+  // Marks slot in edits (from the committed bitmap on
   // first touch) and puts the bitmap into batch.
-  Status EditSlotLocked(Batch& batch, SlotEdits& edits, const SlotRef& slot, bool taken);
-  // REQUIRES: mu_ held, the batch with edits written.
-  void AdoptLocked(const SlotEdits& edits);
+  Status EditSlotLocked(Batch& batch, SlotEdits& edits, const SlotRef& slot, bool taken)
+      REQUIRES(mu_);
+  // REQUIRES: the batch with edits written.
+  void AdoptLocked(const SlotEdits& edits) REQUIRES(mu_);
 
   rocksdb::DB* const db_;
   const bool created_;
   const bool read_only_;
   std::atomic<uint64_t> clock_;
   std::atomic<uint64_t> bytes_written_{0};
-  mutable std::mutex mu_;
-  IndexMeta meta_;                              // GUARDED_BY(mu_)
-  std::map<uint32_t, SlabClass> slab_classes_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  IndexMeta meta_ GUARDED_BY(mu_);
+  std::map<uint32_t, SlabClass> slab_classes_ GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

@@ -77,7 +77,7 @@ std::optional<VersionKey> ChunkStore::ParseSlabFileName(const std::string& name)
 }
 
 Result<std::shared_ptr<DataFile>> ChunkStore::Get(const VersionKey& v, bool create) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return GetLocked(v, create);
 }
 
@@ -126,7 +126,7 @@ Result<std::shared_ptr<DataFile>> ChunkStore::BeginWrite(const VersionKey& v,
                                                          const std::function<bool()>& refuse,
                                                          bool open_file) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (refuse && refuse()) return Status::Error(ESTALE, "version is being dropped");
     // A writer from here on, so UnlinkIfIdle leaves the file alone while
     // it is created below.
@@ -137,7 +137,7 @@ Result<std::shared_ptr<DataFile>> ChunkStore::BeginWrite(const VersionKey& v,
   // Creating the file (an inode, maybe a directory) is the slow part of a
   // version's first write: other writers and readers do not wait for it.
   Result<int> fd = OpenFile(v, true);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (!fd.ok()) {
     EndWriteLocked(v);
     return fd.status();
@@ -146,7 +146,7 @@ Result<std::shared_ptr<DataFile>> ChunkStore::BeginWrite(const VersionKey& v,
 }
 
 void ChunkStore::EndWrite(const VersionKey& v) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   EndWriteLocked(v);
 }
 
@@ -157,13 +157,13 @@ void ChunkStore::EndWriteLocked(const VersionKey& v) {
 }
 
 bool ChunkStore::Writing(const VersionKey& v) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return writers_.count(v) > 0;
 }
 
 Result<bool> ChunkStore::UnlinkIfIdle(const VersionKey& v,
                                       const std::function<Result<bool>()>& empty) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (writers_.count(v)) return false;
   STOKER_ASSIGN_OR_RETURN(bool is_empty, empty());
   if (!is_empty) return false;

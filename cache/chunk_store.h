@@ -25,7 +25,6 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -33,6 +32,7 @@
 #include "cache/chunk.h"
 #include "cache/io/direct_io.h"
 #include "cache/slab.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -92,27 +92,24 @@ class ChunkStore {
 
  private:
   ChunkStore(std::string dir, size_t max_open) : dir_(std::move(dir)), max_open_(max_open) {}
-  // REQUIRES: mu_ held.
-  Result<std::shared_ptr<DataFile>> GetLocked(const VersionKey& v, bool create);
-  // REQUIRES: mu_ held. v's cached descriptor (made most recent), or null.
-  std::shared_ptr<DataFile> FindLocked(const VersionKey& v);
-  // REQUIRES: mu_ held. Caches fd as v's file and returns it, unless v has
+  Result<std::shared_ptr<DataFile>> GetLocked(const VersionKey& v, bool create) REQUIRES(mu_);
+  // v's cached descriptor (made most recent), or null.
+  std::shared_ptr<DataFile> FindLocked(const VersionKey& v) REQUIRES(mu_);
+  // Caches fd as v's file and returns it, unless v has
   // one already (then that, and fd is closed).
-  std::shared_ptr<DataFile> AdoptLocked(const VersionKey& v, int fd);
-  // REQUIRES: mu_ held.
-  void EndWriteLocked(const VersionKey& v);
+  std::shared_ptr<DataFile> AdoptLocked(const VersionKey& v, int fd) REQUIRES(mu_);
+  void EndWriteLocked(const VersionKey& v) REQUIRES(mu_);
   // Opens (or creates, with its directory) v's file; no lock needed.
   Result<int> OpenFile(const VersionKey& v, bool create) const;
-  void Forget(const VersionKey& v);
+  void Forget(const VersionKey& v) REQUIRES(mu_);
 
   const std::string dir_;
   const size_t max_open_;
-  std::mutex mu_;
+  Mutex mu_;
   // Most recently used first.
-  std::list<std::pair<VersionKey, std::shared_ptr<DataFile>>> lru_;  // GUARDED_BY(mu_)
-  std::unordered_map<VersionKey, decltype(lru_)::iterator, VersionKeyHash>
-      open_;                                                     // GUARDED_BY(mu_)
-  std::unordered_map<VersionKey, int, VersionKeyHash> writers_;  // GUARDED_BY(mu_)
+  std::list<std::pair<VersionKey, std::shared_ptr<DataFile>>> lru_ GUARDED_BY(mu_);
+  std::unordered_map<VersionKey, decltype(lru_)::iterator, VersionKeyHash> open_ GUARDED_BY(mu_);
+  std::unordered_map<VersionKey, int, VersionKeyHash> writers_ GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

@@ -11,7 +11,7 @@ namespace stoker {
 DirScan::DirScan(Options options, Lister lister) : options_(options), lister_(std::move(lister)) {}
 
 size_t DirScan::followed() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return lru_.size();
 }
 
@@ -85,7 +85,7 @@ std::vector<std::string> DirScan::OnOpen(const std::string& path, std::string* n
   if (next != nullptr) next->clear();
   if (options_.ahead == 0) return out;
   auto [dir, name] = SplitPath(path);
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(mu_);
   const bool consecutive = have_last_ && last_dir_ == dir;
   last_dir_ = dir;
   have_last_ = true;
@@ -96,9 +96,9 @@ std::vector<std::string> DirScan::OnOpen(const std::string& path, std::string* n
       d->unlisted_last = name;
       return out;
     }
-    l.unlock();
+    l.Unlock();
     Result<std::vector<std::string>> names = lister_(dir);
-    l.lock();
+    l.Lock();
     if (!names.ok()) {
       d->too_big = true;  // not followed until it leaves the LRU
       return out;

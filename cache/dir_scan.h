@@ -26,11 +26,11 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -71,8 +71,8 @@ class DirScan {
     std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> pos;  // name -> origin, sorted
     Order order[2];
   };
-  // REQUIRES: mu_ held. The directory's entry, moved to the front.
-  std::shared_ptr<Dir> Touch(const std::string& dir);
+  // The directory's entry, moved to the front.
+  std::shared_ptr<Dir> Touch(const std::string& dir) REQUIRES(mu_);
   void Fill(Dir& d, std::vector<std::string> names);
   // Moves d's scans to name; appends what to fetch ahead to out (if given),
   // and names the file after name in a scanning order in next (if given).
@@ -82,10 +82,10 @@ class DirScan {
 
   const Options options_;
   const Lister lister_;
-  mutable std::mutex mu_;
-  std::list<std::shared_ptr<Dir>> lru_;  // GUARDED_BY(mu_), most recent first
-  std::string last_dir_;                 // GUARDED_BY(mu_): directory of the last open
-  bool have_last_ = false;               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::list<std::shared_ptr<Dir>> lru_ GUARDED_BY(mu_);  // most recent first
+  std::string last_dir_ GUARDED_BY(mu_);                 // directory of the last open
+  bool have_last_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stoker

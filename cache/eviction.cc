@@ -89,29 +89,29 @@ Quota::Quota(uint64_t capacity, double high_watermark, double low_watermark)
 }
 
 void Quota::SetLimit(uint64_t bytes) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   limit_ = std::min(capacity_, bytes);
   high_ = static_cast<uint64_t>(static_cast<long double>(limit_) * high_watermark_);
   low_ = static_cast<uint64_t>(static_cast<long double>(limit_) * low_watermark_);
 }
 
 uint64_t Quota::limit() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return limit_;
 }
 
 void Quota::SetCommitted(uint64_t bytes) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   committed_ = bytes;
 }
 
 void Quota::SetIndexBytes(uint64_t bytes) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   index_ = bytes;
 }
 
 bool Quota::TryReserve(uint64_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   uint64_t used = committed_ + reserved_ + index_;
   if (used > limit_ || n > limit_ - used) {
     refused_ = true;
@@ -122,7 +122,7 @@ bool Quota::TryReserve(uint64_t n) {
 }
 
 void Quota::Commit(uint64_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   STOKER_CHECK(reserved_ >= n, "commit of bytes never reserved");
   reserved_ -= n;
   committed_ += n;
@@ -130,64 +130,64 @@ void Quota::Commit(uint64_t n) {
 }
 
 void Quota::Release(uint64_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   STOKER_CHECK(reserved_ >= n, "release of bytes never reserved");
   reserved_ -= n;
 }
 
 void Quota::Free(uint64_t n) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   // The index's usage record is the truth and is kept in step with the
   // chunk records; clamping only guards against an index edited behind us.
   committed_ -= std::min(committed_, n);
 }
 
 uint64_t Quota::committed() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return committed_;
 }
 
 uint64_t Quota::commits() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return commits_;
 }
 
 uint64_t Quota::index_bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return index_;
 }
 
 uint64_t Quota::used() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return committed_ + reserved_ + index_;
 }
 
 bool Quota::AboveHigh() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return committed_ + reserved_ + index_ > high_;
 }
 
 bool Quota::CommittedAboveHigh() const { return CommittedOverHigh() > 0; }
 
 uint64_t Quota::CommittedOverHigh() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return committed_ + index_ > high_ ? committed_ + index_ - high_ : 0;
 }
 
 bool Quota::TakeRefused() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   bool r = refused_;
   refused_ = false;
   return r;
 }
 
 bool Quota::RoomBelowLow(uint64_t n) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return committed_ + reserved_ + index_ + n <= low_;
 }
 
 uint64_t Quota::BytesOverLow() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   uint64_t u = committed_ + reserved_ + index_;
   return u > low_ ? u - low_ : 0;
 }

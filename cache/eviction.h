@@ -32,11 +32,11 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <unordered_set>
 #include <vector>
 
 #include "cache/chunk.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -184,15 +184,15 @@ class Quota {
   const uint64_t capacity_;
   const double high_watermark_;
   const double low_watermark_;
-  mutable std::mutex mu_;
-  uint64_t limit_ = 0;      // GUARDED_BY(mu_)
-  uint64_t high_ = 0;       // GUARDED_BY(mu_)
-  uint64_t low_ = 0;        // GUARDED_BY(mu_)
-  uint64_t committed_ = 0;  // GUARDED_BY(mu_)
-  uint64_t reserved_ = 0;   // GUARDED_BY(mu_)
-  uint64_t index_ = 0;      // GUARDED_BY(mu_)
-  uint64_t commits_ = 0;    // GUARDED_BY(mu_)
-  bool refused_ = false;    // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  uint64_t limit_ GUARDED_BY(mu_) = 0;
+  uint64_t high_ GUARDED_BY(mu_) = 0;
+  uint64_t low_ GUARDED_BY(mu_) = 0;
+  uint64_t committed_ GUARDED_BY(mu_) = 0;
+  uint64_t reserved_ GUARDED_BY(mu_) = 0;
+  uint64_t index_ GUARDED_BY(mu_) = 0;
+  uint64_t commits_ GUARDED_BY(mu_) = 0;
+  bool refused_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stoker

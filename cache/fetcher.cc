@@ -3,7 +3,7 @@
 namespace stoker {
 
 std::shared_ptr<Fetcher::Flight> Fetcher::Join(const ChunkKey& key, bool* leader) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto [it, inserted] = flights_.try_emplace(key);
   if (inserted) it->second = std::make_shared<Flight>();
   *leader = inserted;
@@ -13,25 +13,25 @@ std::shared_ptr<Fetcher::Flight> Fetcher::Join(const ChunkKey& key, bool* leader
 void Fetcher::Complete(const ChunkKey& key, const std::shared_ptr<Flight>& flight,
                        Result<ChunkBytes> result) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     auto it = flights_.find(key);
     STOKER_CHECK(it != flights_.end() && it->second == flight, "Complete by a non-leader");
     flights_.erase(it);
   }
-  std::lock_guard<std::mutex> l(flight->mu);
+  MutexLock l(flight->mu);
   flight->result = std::move(result);
   flight->done = true;
   flight->cv.notify_all();
 }
 
 Result<ChunkBytes> Fetcher::Wait(const std::shared_ptr<Flight>& flight) {
-  std::unique_lock<std::mutex> l(flight->mu);
-  flight->cv.wait(l, [&] { return flight->done; });
+  MutexLock l(flight->mu);
+  flight->cv.Wait(flight->mu, [&]() REQUIRES(flight->mu) { return flight->done; });
   return flight->result;
 }
 
 size_t Fetcher::in_flight() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return flights_.size();
 }
 

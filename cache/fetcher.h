@@ -11,13 +11,12 @@
 // Thread-safety: all methods are thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "cache/chunk.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -38,9 +37,9 @@ class Fetcher {
 
    private:
     friend class Fetcher;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;  // GUARDED_BY(mu)
+    Mutex mu;
+    CondVar cv;
+    bool done GUARDED_BY(mu) = false;
   };
 
   // *leader = true: the caller fetches key and calls Complete. Otherwise it
@@ -53,8 +52,8 @@ class Fetcher {
   size_t in_flight() const;
 
  private:
-  mutable std::mutex mu_;
-  std::unordered_map<ChunkKey, std::shared_ptr<Flight>, ChunkKeyHash> flights_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<ChunkKey, std::shared_ptr<Flight>, ChunkKeyHash> flights_ GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

@@ -16,6 +16,7 @@
 #include "cache/origin/origin_backoff.h"
 #include "util/checksum.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace stoker {
 namespace {
@@ -129,7 +130,7 @@ size_t ReadReply::size() const {
 }
 
 Result<std::shared_ptr<OriginFile>> OriginHandle::Get() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (!file_) {
     STOKER_ASSIGN_OR_RETURN(file_, origin_->Open(path_));
   }
@@ -137,7 +138,7 @@ Result<std::shared_ptr<OriginFile>> OriginHandle::Get() {
 }
 
 bool ObjectVersion::AtOrigin(const OriginIdentity& now) const {
-  std::lock_guard<std::mutex> l(at_mu);
+  MutexLock l(at_mu);
   if (at_origin == now) return true;
   if (!SameContent(at_origin, now)) return false;
   LOG_INFO("origin file '{}' is the same content at {} (was {}); its cached data stays valid", path,
@@ -147,14 +148,14 @@ bool ObjectVersion::AtOrigin(const OriginIdentity& now) const {
 }
 
 void ObjectVersion::MovedTo(const OriginIdentity& now) const {
-  std::lock_guard<std::mutex> l(at_mu);
+  MutexLock l(at_mu);
   LOG_INFO("origin file '{}' is another inode now ({}, was {}) with the same bytes", path,
            now.ToString(), at_origin.ToString());
   at_origin = now;
 }
 
 void OriginHandle::Forget(const OriginFile* file) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (file_.get() == file) file_.reset();
 }
 
@@ -268,7 +269,7 @@ void ObjectCacheImpl::MeasureIndex() {
     }
   }
   {
-    std::lock_guard<std::mutex> l(index_size_mu_);
+    MutexLock l(index_size_mu_);
     index_measured_ = bytes;
     index_written_at_ = written;
   }
@@ -276,7 +277,7 @@ void ObjectCacheImpl::MeasureIndex() {
 }
 
 uint64_t ObjectCacheImpl::IndexBytesNow() {
-  std::lock_guard<std::mutex> l(index_size_mu_);
+  MutexLock l(index_size_mu_);
   return index_measured_ + (index_->bytes_written() - index_written_at_);
 }
 
@@ -302,14 +303,14 @@ Status ObjectCacheImpl::Start() {
 
 ObjectCacheImpl::~ObjectCacheImpl() {
   {
-    std::lock_guard<std::mutex> l(warm_mu_);
+    MutexLock l(warm_mu_);
     warm_stop_ = true;
   }
   warm_cv_.notify_all();
   if (pool_) pool_->Stop();
   if (warmer_.joinable()) warmer_.join();
   {
-    std::lock_guard<std::mutex> l(bg_mu_);
+    MutexLock l(bg_mu_);
     bg_stop_ = true;
   }
   bg_cv_.notify_all();
@@ -368,7 +369,10 @@ std::shared_ptr<ObjectVersion> ObjectCacheImpl::MakeVersion(const std::string& p
   v->path = path;
   v->key = {rec.object_id, rec.version};
   v->identity = rec.identity;
-  v->at_origin = rec.identity;
+  {
+    MutexLock l(v->at_mu);  // not shared yet: for the analysis
+    v->at_origin = rec.identity;
+  }
   v->chunks = ChunkCount(rec.identity.size, chunk_size_);
   struct stat& st = v->st;
   st.st_mode = rec.attrs.mode;
@@ -445,7 +449,7 @@ bool ObjectCacheImpl::OriginBackingOff(const ObjectVersion& v) {
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenHeldUnlocked(const std::string& path) {
   std::optional<ObjectEntry> entry;
   {
-    std::lock_guard<std::mutex> l(objects_mu_);
+    MutexLock l(objects_mu_);
     auto it = objects_.find(path);
     if (it != objects_.end()) entry = it->second;
   }
@@ -485,7 +489,7 @@ std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bo
   std::shared_ptr<ObjectVersion> v;
   int64_t validated_ns = 0;
   {
-    std::lock_guard<std::mutex> l(objects_mu_);
+    MutexLock l(objects_mu_);
     auto it = objects_.find(path);
     if (it != objects_.end()) {
       v = it->second.version;
@@ -570,7 +574,7 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
 
   std::optional<ObjectEntry> entry;
   {
-    std::lock_guard<std::mutex> l(objects_mu_);
+    MutexLock l(objects_mu_);
     auto it = objects_.find(path);
     if (it != objects_.end()) entry = it->second;
   }
@@ -590,7 +594,7 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     o.file = std::make_shared<OpenFileState>(
         entry->version, std::make_shared<OriginHandle>(origin_, path),
         std::make_shared<Readahead>(readahead_budget_), derived);
-    std::lock_guard<std::mutex> l(objects_mu_);
+    MutexLock l(objects_mu_);
     objects_[path] = *entry;
     if (objects_.size() > options_.max_object_entries) TrimObjects();
     return o;
@@ -653,7 +657,7 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
       Status s = index_->DeleteObject(path, old);
       if (!s.ok()) LOG_WARN("forgetting deleted '{}': {}", path, s.message());
       Supersede(entry ? entry->version : nullptr, old);
-      std::lock_guard<std::mutex> l(objects_mu_);
+      MutexLock l(objects_mu_);
       objects_.erase(path);
     }
     return fail(st.status());
@@ -757,7 +761,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   j["chunks"] = m.chunks;
   j["chunk_size"] = chunk_size_;
   {
-    std::lock_guard<std::mutex> l(objects_mu_);
+    MutexLock l(objects_mu_);
     j["objects_in_memory"] = objects_.size();
   }
   j["pending_drops"] = drops_pending_.load();

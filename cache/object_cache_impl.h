@@ -21,11 +21,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -47,6 +45,7 @@
 #include "cache/unstored_chunks.h"
 #include "cache/warm_job.h"
 #include "cache/worker_pool.h"
+#include "util/mutex.h"
 #include "util/timed_mutex.h"
 
 namespace stoker {
@@ -80,8 +79,8 @@ struct ObjectVersion {
   // The origin holds this version's bytes at now (checked by the caller).
   void MovedTo(const OriginIdentity& now) const;
 
-  mutable std::mutex at_mu;
-  mutable OriginIdentity at_origin;  // GUARDED_BY(at_mu): identity, or where it moved
+  mutable Mutex at_mu;
+  mutable OriginIdentity at_origin GUARDED_BY(at_mu);  // identity, or where it moved
 };
 
 // Object ids of uncached versions (ObjectVersion::uncached): the index's own
@@ -108,8 +107,8 @@ class OriginHandle {
  private:
   const std::shared_ptr<Origin> origin_;
   const std::string path_;
-  std::mutex mu_;
-  std::shared_ptr<OriginFile> file_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::shared_ptr<OriginFile> file_ GUARDED_BY(mu_);
 };
 
 }  // namespace stoker
@@ -159,14 +158,14 @@ struct Readahead {
   explicit Readahead(std::shared_ptr<std::atomic<int64_t>> budget) : budget(std::move(budget)) {}
   ~Readahead();
   const std::shared_ptr<std::atomic<int64_t>> budget;  // bytes left to all files
-  std::mutex mu;
-  std::map<uint64_t, ChunkBytes> chunks;  // GUARDED_BY(mu)
-  uint64_t passed = 0;  // GUARDED_BY(mu): a sequential reader is past chunks below it
+  Mutex mu;
+  std::map<uint64_t, ChunkBytes> chunks GUARDED_BY(mu);
+  uint64_t passed GUARDED_BY(mu) = 0;  // a sequential reader is past chunks below it
   // Cached chunks being read back (and checked, if not verified yet) for
   // this file, by its prefetch or a read: one read per chunk, the others
   // wait for it.
-  std::unordered_set<uint64_t> checking;  // GUARDED_BY(mu)
-  std::condition_variable checked;
+  std::unordered_set<uint64_t> checking GUARDED_BY(mu);
+  CondVar checked;
   std::optional<ChunkBytes> Get(uint64_t idx);
   // Claims the check of cached chunk idx; false if another holds the claim.
   bool ClaimCheck(uint64_t idx);
@@ -197,9 +196,9 @@ class OpenFileState {
   const bool derived;  // a decoded view's file (DerivedSource::IsDerived)
 
   // Sequential detection.
-  std::mutex mu;
-  uint64_t next_off = 0;          // GUARDED_BY(mu): where the last read ended
-  uint64_t prefetched_until = 0;  // GUARDED_BY(mu): chunk index, exclusive
+  Mutex mu;
+  uint64_t next_off GUARDED_BY(mu) = 0;          // where the last read ended
+  uint64_t prefetched_until GUARDED_BY(mu) = 0;  // chunk index, exclusive
 };
 
 class ObjectCacheImpl final : public ObjectCache {
@@ -475,9 +474,9 @@ class ObjectCacheImpl final : public ObjectCache {
   const uint64_t chunk_size_;
   const uint64_t index_headroom_;
   const std::string fresh_start_;
-  std::mutex index_size_mu_;
-  uint64_t index_measured_ = 0;    // GUARDED_BY(index_size_mu_)
-  uint64_t index_written_at_ = 0;  // GUARDED_BY(index_size_mu_)
+  Mutex index_size_mu_;
+  uint64_t index_measured_ GUARDED_BY(index_size_mu_) = 0;
+  uint64_t index_written_at_ GUARDED_BY(index_size_mu_) = 0;
   const EvictionPolicy policy_;
   Quota quota_;
   const std::shared_ptr<ResidentChunks> resident_ =
@@ -500,37 +499,37 @@ class ObjectCacheImpl final : public ObjectCache {
   // Derived paths (DerivedSource::IsDerived) lock these, and may then take a plain
   // stripe while opening their source: derived -> plain, never back.
   std::array<TimedMutex, 64> derived_stripes_;
-  std::mutex objects_mu_;
+  Mutex objects_mu_;
   // The versions opened lately, by path; at most options_.max_object_entries
   // of them that no open file uses (a million-file dataset must not keep a
   // million entries in memory).
-  std::unordered_map<std::string, ObjectEntry> objects_;  // GUARDED_BY(objects_mu_)
-  // REQUIRES: objects_mu_ held. Drops entries no open file uses.
-  void TrimObjects();
+  std::unordered_map<std::string, ObjectEntry> objects_ GUARDED_BY(objects_mu_);
+  // Drops entries no open file uses.
+  void TrimObjects() REQUIRES(objects_mu_);
 
   // Batched access records (see RecordHit).
-  std::mutex hits_mu_;
-  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> pending_hits_;  // GUARDED_BY(hits_mu_)
+  Mutex hits_mu_;
+  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> pending_hits_ GUARDED_BY(hits_mu_);
   // Chunks inserted in this and the previous flush window, with the tick of
   // their insert: a hit on one within kSameAccessTicks of it is the access
   // that inserted it (the rest of a reader's requests, a prefetched chunk's
   // first read), not a later one.
-  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> inserted_now_;   // GUARDED_BY(hits_mu_)
-  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> inserted_prev_;  // GUARDED_BY(hits_mu_)
+  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> inserted_now_ GUARDED_BY(hits_mu_);
+  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> inserted_prev_ GUARDED_BY(hits_mu_);
 
   // Evictor.
-  std::mutex bg_mu_;
-  std::condition_variable bg_cv_;
-  bool bg_stop_ = false;          // GUARDED_BY(bg_mu_)
-  bool bg_kicked_ = false;        // GUARDED_BY(bg_mu_)
-  std::deque<VersionKey> drops_;  // GUARDED_BY(bg_mu_)
+  Mutex bg_mu_;
+  CondVar bg_cv_;
+  bool bg_stop_ GUARDED_BY(bg_mu_) = false;
+  bool bg_kicked_ GUARDED_BY(bg_mu_) = false;
+  std::deque<VersionKey> drops_ GUARDED_BY(bg_mu_);
   std::atomic<uint64_t> drops_pending_{0};
   std::thread evictor_;
 
   // Warm.
-  std::mutex warm_mu_;
-  std::condition_variable warm_cv_;
-  bool warm_stop_ = false;  // GUARDED_BY(warm_mu_)
+  Mutex warm_mu_;
+  CondVar warm_cv_;
+  bool warm_stop_ GUARDED_BY(warm_mu_) = false;
   // Paths to warm: whether Warm already counted them in warm_files_queued,
   // and the job they are part of.
   struct WarmEntry {
@@ -538,17 +537,17 @@ class ObjectCacheImpl final : public ObjectCache {
     bool counted = false;
     std::shared_ptr<WarmJob> job;
   };
-  std::deque<WarmEntry> warm_queue_;  // GUARDED_BY(warm_mu_)
+  std::deque<WarmEntry> warm_queue_ GUARDED_BY(warm_mu_);
   // The last kMaxWarmJobs jobs, oldest first.
-  std::deque<std::shared_ptr<WarmJob>> warm_jobs_;  // GUARDED_BY(warm_mu_)
-  uint64_t next_warm_job_ = 1;                      // GUARDED_BY(warm_mu_)
+  std::deque<std::shared_ptr<WarmJob>> warm_jobs_ GUARDED_BY(warm_mu_);
+  uint64_t next_warm_job_ GUARDED_BY(warm_mu_) = 1;
   std::thread warmer_;
 
   // Versions VerifyAhead checks now (at most kMaxVerifyAhead).
   static constexpr size_t kMaxVerifyAhead = 2;
-  std::mutex ahead_mu_;
-  std::condition_variable ahead_cv_;
-  std::unordered_set<VersionKey, VersionKeyHash> verifying_ahead_;  // GUARDED_BY(ahead_mu_)
+  Mutex ahead_mu_;
+  CondVar ahead_cv_;
+  std::unordered_set<VersionKey, VersionKeyHash> verifying_ahead_ GUARDED_BY(ahead_mu_);
 
   std::atomic<bool> logged_no_space_{false};
   std::atomic<uint64_t> disk_claimed_{0};  // see DiskClaim (cache_store.cc)

@@ -36,7 +36,7 @@ void ResidentChunks::TrimLocked(Shard& s) {
 
 bool ResidentChunks::TryPin(const ChunkKey& key, bool* verified, SlotRef* slot) {
   Shard& s = ShardOf(key);
-  std::lock_guard<std::mutex> l(s.mu);
+  MutexLock l(s.mu);
   State& st = s.map[key];
   if (st.latched) {
     *verified = false;
@@ -50,7 +50,7 @@ bool ResidentChunks::TryPin(const ChunkKey& key, bool* verified, SlotRef* slot) 
 
 void ResidentChunks::Unpin(const ChunkKey& key) {
   Shard& s = ShardOf(key);
-  std::lock_guard<std::mutex> l(s.mu);
+  MutexLock l(s.mu);
   auto it = s.map.find(key);
   STOKER_CHECK(it != s.map.end() && it->second.pins > 0, "unpin of a chunk not pinned");
   it->second.pins--;
@@ -59,7 +59,7 @@ void ResidentChunks::Unpin(const ChunkKey& key) {
 
 void ResidentChunks::MarkVerified(const ChunkKey& key, const SlotRef& slot) {
   Shard& s = ShardOf(key);
-  std::lock_guard<std::mutex> l(s.mu);
+  MutexLock l(s.mu);
   auto it = s.map.find(key);
   STOKER_CHECK(it != s.map.end() && it->second.pins > 0, "verified chunk must be pinned");
   SetVerified(s, it->second, true);
@@ -69,7 +69,7 @@ void ResidentChunks::MarkVerified(const ChunkKey& key, const SlotRef& slot) {
 
 bool ResidentChunks::TryLatchForEvict(const ChunkKey& key) {
   Shard& s = ShardOf(key);
-  std::lock_guard<std::mutex> l(s.mu);
+  MutexLock l(s.mu);
   State& st = s.map[key];
   if (st.pins > 0 || st.latched) return false;
   st.latched = true;
@@ -80,7 +80,7 @@ bool ResidentChunks::TryLatchForEvict(const ChunkKey& key) {
 
 bool ResidentChunks::TryLatchForDrop(const ChunkKey& key) {
   Shard& s = ShardOf(key);
-  std::lock_guard<std::mutex> l(s.mu);
+  MutexLock l(s.mu);
   auto it = s.map.find(key);
   if (it != s.map.end() && (it->second.pins > 0 || it->second.latched || it->second.verified)) {
     return false;
@@ -96,7 +96,7 @@ void ResidentChunks::Unlatch(const ChunkKey& key) { EndLatch(key, /*left_in_plac
 
 void ResidentChunks::EndLatch(const ChunkKey& key, bool left_in_place) {
   Shard& s = ShardOf(key);
-  std::lock_guard<std::mutex> l(s.mu);
+  MutexLock l(s.mu);
   auto it = s.map.find(key);
   STOKER_CHECK(it != s.map.end() && it->second.latched, "release of a chunk not latched");
   it->second.latched = false;
@@ -107,7 +107,7 @@ void ResidentChunks::EndLatch(const ChunkKey& key, bool left_in_place) {
 
 void ResidentChunks::ForgetVersion(const VersionKey& v) {
   Shard& s = ShardOf(ChunkKey{v.object_id, v.version, 0});
-  std::lock_guard<std::mutex> l(s.mu);
+  MutexLock l(s.mu);
   for (auto it = s.map.begin(); it != s.map.end();) {
     auto next = std::next(it);
     if (it->first.version_key() == v) {
@@ -122,7 +122,7 @@ void ResidentChunks::ForgetVersion(const VersionKey& v) {
 size_t ResidentChunks::size() const {
   size_t n = 0;
   for (auto& s : shards_) {
-    std::lock_guard<std::mutex> l(s.mu);
+    MutexLock l(s.mu);
     n += s.map.size();
   }
   return n;
@@ -131,7 +131,7 @@ size_t ResidentChunks::size() const {
 size_t ResidentChunks::verified() const {
   size_t n = 0;
   for (auto& s : shards_) {
-    std::lock_guard<std::mutex> l(s.mu);
+    MutexLock l(s.mu);
     n += s.verified;
   }
   return n;
@@ -139,7 +139,7 @@ size_t ResidentChunks::verified() const {
 
 bool ResidentChunks::pinned(const ChunkKey& key) const {
   Shard& s = ShardOf(key);
-  std::lock_guard<std::mutex> l(s.mu);
+  MutexLock l(s.mu);
   auto it = s.map.find(key);
   return it != s.map.end() && it->second.pins > 0;
 }

@@ -28,11 +28,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 
 #include "cache/chunk.h"
 #include "cache/slab.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -79,20 +79,21 @@ class ResidentChunks {
     SlotRef slot;  // where it was verified
   };
   struct Shard {
-    mutable std::mutex mu;
-    std::unordered_map<ChunkKey, State, ChunkKeyHash> map;  // GUARDED_BY(mu)
-    size_t verified = 0;  // GUARDED_BY(mu): entries with verified set
+    mutable Mutex mu;
+    std::unordered_map<ChunkKey, State, ChunkKeyHash> map GUARDED_BY(mu);
+    size_t verified GUARDED_BY(mu) = 0;  // entries with verified set
   };
   static constexpr size_t kShards = 64;
   Shard& ShardOf(const ChunkKey& k) const {
     return shards_[VersionKeyHash()(k.version_key()) % shards_.size()];
   }
-  static void MaybeErase(Shard& s, std::unordered_map<ChunkKey, State, ChunkKeyHash>::iterator it);
-  // REQUIRES: s.mu held. Sets or clears st's verified bit, counting it.
-  static void SetVerified(Shard& s, State& st, bool v);
-  // REQUIRES: s.mu held. Forgets verified bits of unpinned, unlatched
+  static void MaybeErase(Shard& s, std::unordered_map<ChunkKey, State, ChunkKeyHash>::iterator it)
+      REQUIRES(s.mu);
+  // Sets or clears st's verified bit, counting it.
+  static void SetVerified(Shard& s, State& st, bool v) REQUIRES(s.mu);
+  // Forgets verified bits of unpinned, unlatched
   // chunks until s is within its share.
-  void TrimLocked(Shard& s);
+  void TrimLocked(Shard& s) REQUIRES(s.mu);
   void EndLatch(const ChunkKey& key, bool left_in_place);
 
   const size_t per_shard_;

@@ -3,7 +3,7 @@
 namespace stoker {
 
 bool UnstoredChunks::Add(const ChunkKey& key, const ChunkBytes& bytes) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (bytes_ + bytes.len > max_bytes_ || chunks_.count(key)) return false;
   chunks_.emplace(key, bytes);
   bytes_ += bytes.len;
@@ -11,14 +11,14 @@ bool UnstoredChunks::Add(const ChunkKey& key, const ChunkBytes& bytes) {
 }
 
 std::optional<ChunkBytes> UnstoredChunks::Get(const ChunkKey& key) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = chunks_.find(key);
   if (it == chunks_.end()) return std::nullopt;
   return it->second;
 }
 
 void UnstoredChunks::Remove(const ChunkKey& key) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = chunks_.find(key);
   if (it == chunks_.end()) return;
   bytes_ -= it->second.len;
@@ -26,7 +26,7 @@ void UnstoredChunks::Remove(const ChunkKey& key) {
 }
 
 uint64_t UnstoredChunks::bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return bytes_;
 }
 

@@ -12,12 +12,12 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
 #include "cache/chunk.h"
 #include "cache/fetcher.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -35,9 +35,9 @@ class UnstoredChunks {
 
  private:
   const uint64_t max_bytes_;
-  mutable std::mutex mu_;
-  std::unordered_map<ChunkKey, ChunkBytes, ChunkKeyHash> chunks_;  // GUARDED_BY(mu_)
-  uint64_t bytes_ = 0;                                             // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<ChunkKey, ChunkBytes, ChunkKeyHash> chunks_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace stoker

@@ -4,7 +4,7 @@ namespace stoker {
 
 void WarmJob::Failed(const std::string& path, const std::string& why) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (failed_.size() < kMaxFailuresKept) failed_.emplace_back(path, why);
   }
   failures_++;
@@ -13,7 +13,7 @@ void WarmJob::Failed(const std::string& path, const std::string& why) {
 nlohmann::json WarmJob::Json() const {
   nlohmann::json failed = nlohmann::json::array();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     for (const auto& [path, why] : failed_) failed.push_back({{"path", path}, {"error", why}});
   }
   return {{"job", id_},

@@ -8,11 +8,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -55,8 +56,8 @@ class WarmJob {
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint64_t> failures_{0};
   std::atomic<size_t> roots_left_;
-  mutable std::mutex mu_;
-  std::vector<std::pair<std::string, std::string>> failed_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<std::pair<std::string, std::string>> failed_ GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

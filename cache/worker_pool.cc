@@ -22,9 +22,9 @@ WorkerPool::WorkerPool(int threads, size_t max_low_queued)
 WorkerPool::~WorkerPool() { Stop(); }
 
 bool WorkerPool::Submit(Priority priority, std::function<void()> fn) {
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (priority == Priority::kLow) {
-    space_cv_.wait(l, [&] { return stop_ || low_.size() < max_low_; });
+    space_cv_.Wait(mu_, [&]() REQUIRES(mu_) { return stop_ || low_.size() < max_low_; });
   }
   if (stop_) return false;
   (priority == Priority::kHigh ? high_ : low_).push_back(std::move(fn));
@@ -34,7 +34,7 @@ bool WorkerPool::Submit(Priority priority, std::function<void()> fn) {
 
 void WorkerPool::Stop() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (stop_ && threads_.empty()) return;
     stop_ = true;
     high_.clear();
@@ -47,7 +47,7 @@ void WorkerPool::Stop() {
 }
 
 size_t WorkerPool::queued() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return high_.size() + low_.size();
 }
 
@@ -56,8 +56,8 @@ void WorkerPool::Run() {
     std::function<void()> fn;
     Priority priority = Priority::kHigh;
     {
-      std::unique_lock<std::mutex> l(mu_);
-      work_cv_.wait(l, [&] { return stop_ || !high_.empty() || !low_.empty(); });
+      MutexLock l(mu_);
+      work_cv_.Wait(mu_, [&]() REQUIRES(mu_) { return stop_ || !high_.empty() || !low_.empty(); });
       if (stop_) return;
       if (!high_.empty()) {
         fn = std::move(high_.front());

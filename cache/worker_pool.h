@@ -9,13 +9,13 @@
 // Thread-safety: all methods are thread-safe; tasks run on pool threads.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -55,12 +55,12 @@ class WorkerPool {
   void Run();
 
   const size_t max_low_;
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable space_cv_;
-  std::deque<std::function<void()>> high_;  // GUARDED_BY(mu_)
-  std::deque<std::function<void()>> low_;   // GUARDED_BY(mu_)
-  bool stop_ = false;                       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar work_cv_;
+  CondVar space_cv_;
+  std::deque<std::function<void()>> high_ GUARDED_BY(mu_);
+  std::deque<std::function<void()>> low_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

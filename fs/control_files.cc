@@ -62,7 +62,7 @@ std::string ControlFiles::Snapshot(uint64_t id) const {
 
 ControlFiles::Held ControlFiles::Refresh(uint64_t id) {
   std::string now = Snapshot(id);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Held& held = HeldLocked(id);
   if (id == kStatsId) {
     // Spaces before the final newline, to a size that changes seldom: a
@@ -91,7 +91,7 @@ ControlFiles::Held ControlFiles::Refresh(uint64_t id) {
 
 ControlFiles::Held ControlFiles::Latest(uint64_t id) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Held& held = HeldLocked(id);
     if (held.bytes != nullptr) return held;
   }

@@ -37,7 +37,6 @@
 #include <ctime>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -45,6 +44,7 @@
 #include <vector>
 
 #include "cache/origin/origin.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -93,12 +93,12 @@ class ControlFiles {
   const time_t created_;
   const uid_t uid_;
   const gid_t gid_;
-
-  // REQUIRES: mu_ held.
-  Held& HeldLocked(uint64_t id) { return id == kStatsId ? held_stats_ : held_errors_; }
-  std::mutex mu_;
-  Held held_stats_;   // GUARDED_BY(mu_)
-  Held held_errors_;  // GUARDED_BY(mu_)
+  Held& HeldLocked(uint64_t id) REQUIRES(mu_) {
+    return id == kStatsId ? held_stats_ : held_errors_;
+  }
+  Mutex mu_;
+  Held held_stats_ GUARDED_BY(mu_);
+  Held held_errors_ GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

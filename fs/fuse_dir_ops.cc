@@ -11,6 +11,7 @@
 #include "fs/errno_map.h"
 #include "fs/fuse_ops_internal.h"
 #include "fs/fuse_reply.h"
+#include "util/mutex.h"
 
 namespace stoker::fuse_ops {
 
@@ -24,8 +25,7 @@ OriginDirEntry DotEntry(const char* name, uint64_t origin_ino) {
 }
 
 // Fills h->entries from the origin (or the control files).
-// REQUIRES: h->mu held.
-Status ListLocked(FsContext& fs, DirHandle* h) {
+Status ListLocked(FsContext& fs, DirHandle* h) REQUIRES(h->mu) {
   const uint64_t ino = h->dir_id;
   h->listed = true;
   if (h->is_virtual) {
@@ -38,7 +38,7 @@ Status ListLocked(FsContext& fs, DirHandle* h) {
   h->entries.push_back(DotEntry(".", info.origin_ino));
   h->entries.push_back(DotEntry("..", info.parent_origin_ino));
   const bool root = ino == InodeTable::kRootId;
-  return fs.origin->ReadDir(info.path, [&](const OriginDirEntry& e) {
+  return fs.origin->ReadDir(info.path, [&](const OriginDirEntry& e) REQUIRES(h->mu) {
     // Ours wins over an origin entry of the same name (control_files.h).
     if (!(root && e.name == ControlFiles::kDirName)) h->entries.push_back(e);
     return true;
@@ -52,7 +52,7 @@ Result<std::unique_ptr<DirHandle>> Snapshot(FsContext& fs, fuse_ino_t ino) {
     if (!fs.control->IsDir(ino)) return Status::Error(ENOTDIR, "not a directory");
     h->is_virtual = true;
   }
-  std::lock_guard<std::mutex> lock(h->mu);
+  MutexLock lock(h->mu);
   STOKER_RETURN_IF_ERROR(ListLocked(fs, h.get()));
   return h;
 }
@@ -67,7 +67,7 @@ bool KeepListing(FsContext& fs, fuse_ino_t ino) {
   Result<struct stat> st = AttrOf(fs, *path);
   if (!st.ok() || !S_ISDIR(st->st_mode)) return false;
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(fs.listings_mu);
+  MutexLock lock(fs.listings_mu);
   auto [it, fresh] = fs.listings.try_emplace(ino);
   FsContext::Listing& l = it->second;
   if (!fresh && now - l.at < std::chrono::duration<double>(fs.timeout) && SameVersion(l.st, *st)) {
@@ -90,21 +90,21 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
     FsContext& fs = Ctx(req);
     // A predecessor's handle (--supervise) is listed again: its offsets
     // hold as long as the directory did not change meanwhile.
-    Result<DirHandle*> handle =
-        HandleOf(fs, fs.dirs, fs.adopted_dirs, fi->fh, [&] { return Snapshot(fs, ino); });
+    Result<DirHandle*> handle = HandleOf(fs, fs.dirs, fi->fh, [&] { return Snapshot(fs, ino); });
     if (!handle.ok()) {
       reply.Err(ErrnoFor(handle.status()));
       return;
     }
-    HandleSet<DirHandle>::Use h(*handle);
+    HandleSet<DirHandle>::Use in_use(*handle);  // keeps h alive
+    DirHandle* const h = *handle;
     if (off < 0) {
       reply.Err(EINVAL);
       return;
     }
-    std::lock_guard<std::mutex> listed(h->mu);
+    MutexLock listed(h->mu);
     if (!h->listed) {
       // The kernel was told to keep its listing, but has none (any more).
-      if (Status st = ListLocked(fs, *handle); !st.ok()) {
+      if (Status st = ListLocked(fs, h); !st.ok()) {
         reply.Err(ErrnoFor(st));
         return;
       }
@@ -206,7 +206,7 @@ void ReleaseDir(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   Reply reply(req, "releasedir");
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
-    ReleaseHandle(fs, fs.dirs, fs.adopted_dirs, fi->fh);
+    ReleaseHandle(fs, fs.dirs, fi->fh);
     reply.Err(0);
   });
 }

@@ -119,7 +119,7 @@ Result<std::unique_ptr<FileHandle>> OpenNode(FsContext& fs, fuse_ino_t ino, bool
 // node opened again for a predecessor's fh. That must be the version the
 // node served: if it is gone, the read fails rather than mix versions.
 Result<FileHandle*> FileOf(FsContext& fs, fuse_ino_t ino, uint64_t fh) {
-  return HandleOf(fs, fs.files, fs.adopted_files, fh, [&]() -> Result<std::unique_ptr<FileHandle>> {
+  return HandleOf(fs, fs.files, fh, [&]() -> Result<std::unique_ptr<FileHandle>> {
     bool keep_cache = false;
     Result<std::unique_ptr<FileHandle>> h = OpenNode(fs, ino, &keep_cache);
     if (!h.ok() && h.status().code() == ESTALE) {
@@ -323,8 +323,7 @@ void Release(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   Reply reply(req, "release");
   RunOp(reply, [&] {
     FsContext& fs = Ctx(req);
-    ReleaseHandle(fs, fs.files, fs.adopted_files, fi->fh,
-                  [&fs](FileHandle* h) { UncountOpen(fs, h); });
+    ReleaseHandle(fs, fs.files, fi->fh, [&fs](FileHandle* h) { UncountOpen(fs, h); });
     reply.Err(0);
   });
 }

@@ -134,7 +134,7 @@ void ForgetOne(FsContext& fs, fuse_ino_t ino, uint64_t nlookup) {
   fs.inodes.Forget(ino, nlookup);
   if (fs.inodes.LookupCount(ino) != 0) return;
   if (fs.kernel_opens) fs.node_files.Drop(ino);
-  std::lock_guard<std::mutex> lock(fs.listings_mu);
+  MutexLock lock(fs.listings_mu);
   fs.listings.erase(ino);
 }
 

@@ -42,7 +42,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -58,6 +57,7 @@
 #include "fs/metrics.h"
 #include "fs/node_files.h"
 #include "fs/passthrough.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -81,9 +81,9 @@ struct DirHandle : CountedHandle {
   bool is_virtual = false;
   // Made at opendir, or, for an open that let the kernel keep its cached
   // listing (see FsContext::listings), at the first readdir, if one comes.
-  std::mutex mu;
-  bool listed = false;                  // GUARDED_BY(mu)
-  std::vector<OriginDirEntry> entries;  // GUARDED_BY(mu): "." and ".." first, then the snapshot
+  Mutex mu;
+  bool listed GUARDED_BY(mu) = false;
+  std::vector<OriginDirEntry> entries GUARDED_BY(mu);  // "." and ".." first, then the snapshot
 };
 
 struct FsContext {
@@ -115,10 +115,10 @@ struct FsContext {
     std::chrono::steady_clock::time_point at;
     struct stat st {};
   };
-  std::mutex listings_mu;
-  std::unordered_map<uint64_t, Listing> listings;  // GUARDED_BY(listings_mu)
-  LatencyHistogram read_latency;                   // READs, from the request to the reply
-  std::atomic<uint64_t> listings_kept{0};          // opendirs that let the kernel keep one
+  Mutex listings_mu;
+  std::unordered_map<uint64_t, Listing> listings GUARDED_BY(listings_mu);
+  LatencyHistogram read_latency;           // READs, from the request to the reply
+  std::atomic<uint64_t> listings_kept{0};  // opendirs that let the kernel keep one
   // At most this many nodes held by the kernel (0: no bound); past it the
   // oldest are shed (InodeTable::Overflow, fuse_ops.cc). Set before the
   // session loop starts.
@@ -138,9 +138,9 @@ struct FsContext {
   // the session loop starts.
   uint64_t handle_tag = 0;
   // Handles of a crashed predecessor, by its fh, made again on first use.
-  std::mutex adopt_mu;
-  std::unordered_map<uint64_t, FileHandle*> adopted_files;  // GUARDED_BY(adopt_mu)
-  std::unordered_map<uint64_t, DirHandle*> adopted_dirs;    // GUARDED_BY(adopt_mu)
+  Mutex adopt_mu;
+  std::unordered_map<uint64_t, FileHandle*> adopted_files GUARDED_BY(adopt_mu);
+  std::unordered_map<uint64_t, DirHandle*> adopted_dirs GUARDED_BY(adopt_mu);
   // The most nodes the kernel held since memory was last returned
   // (fuse_ops.cc, MaybeReturnMemory).
   std::atomic<size_t> nodes_high{0};

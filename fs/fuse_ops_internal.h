@@ -2,6 +2,7 @@
 #pragma once
 
 #include "fs/fuse_ops.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker::fuse_ops {
@@ -14,19 +15,32 @@ inline uint64_t FhOf(const FsContext& fs, const void* h) {
   return reinterpret_cast<uint64_t>(h) | fs.handle_tag;
 }
 
+// The handles adopted from a crashed predecessor, of T's kind: fs.adopted_files
+// or fs.adopted_dirs (a function, so that the analysis sees each use under adopt_mu).
+inline std::unordered_map<uint64_t, FileHandle*>& Adopted(FsContext& fs, const FileHandle*)
+    REQUIRES(fs.adopt_mu) {
+  return fs.adopted_files;
+}
+inline std::unordered_map<uint64_t, DirHandle*>& Adopted(FsContext& fs, const DirHandle*)
+    REQUIRES(fs.adopt_mu) {
+  return fs.adopted_dirs;
+}
+
 // The handle an fh names: ours, or one adopted from a crashed predecessor,
 // made by make() (a Result<std::unique_ptr<T>>) on first use.
 template <typename T, typename Make>
-Result<T*> HandleOf(FsContext& fs, HandleSet<T>& set, std::unordered_map<uint64_t, T*>& adopted,
-                    uint64_t fh, const Make& make) {
+Result<T*> HandleOf(FsContext& fs, HandleSet<T>& set, uint64_t fh, const Make& make) {
   if ((fh & kHandleTagMask) == fs.handle_tag) return reinterpret_cast<T*>(fh & ~kHandleTagMask);
+  const T* const kind = nullptr;
   {
-    std::lock_guard<std::mutex> lock(fs.adopt_mu);
+    MutexLock lock(fs.adopt_mu);
+    std::unordered_map<uint64_t, T*>& adopted = Adopted(fs, kind);
     if (auto it = adopted.find(fh); it != adopted.end()) return it->second;
   }
   Result<std::unique_ptr<T>> made = make();
   if (!made.ok()) return made.status();
-  std::lock_guard<std::mutex> lock(fs.adopt_mu);
+  MutexLock lock(fs.adopt_mu);
+  std::unordered_map<uint64_t, T*>& adopted = Adopted(fs, kind);
   if (auto it = adopted.find(fh); it != adopted.end()) return it->second;  // raced; ours goes
   T* raw = set.Add(std::move(made).value());
   adopted.emplace(fh, raw);
@@ -37,8 +51,7 @@ Result<T*> HandleOf(FsContext& fs, HandleSet<T>& set, std::unordered_map<uint64_
 // before(h) runs first for a handle of ours or an adopted one.
 template <typename T, typename Before = void (*)(T*)>
 void ReleaseHandle(
-    FsContext& fs, HandleSet<T>& set, std::unordered_map<uint64_t, T*>& adopted, uint64_t fh,
-    const Before& before = [](T*) {}) {
+    FsContext& fs, HandleSet<T>& set, uint64_t fh, const Before& before = [](T*) {}) {
   if ((fh & kHandleTagMask) == fs.handle_tag) {
     T* h = reinterpret_cast<T*>(fh & ~kHandleTagMask);
     before(h);
@@ -47,7 +60,8 @@ void ReleaseHandle(
   }
   T* h = nullptr;
   {
-    std::lock_guard<std::mutex> lock(fs.adopt_mu);
+    MutexLock lock(fs.adopt_mu);
+    std::unordered_map<uint64_t, T*>& adopted = Adopted(fs, static_cast<const T*>(nullptr));
     auto it = adopted.find(fh);
     if (it == adopted.end()) return;
     h = it->second;

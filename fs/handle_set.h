@@ -6,10 +6,10 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <type_traits>
 #include <unordered_set>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -36,7 +36,7 @@ class HandleSet {
   static_assert(std::is_base_of_v<CountedHandle, T>);
 
   T* Add(std::unique_ptr<T> h) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return *live_.insert(h.release()).first;
   }
 
@@ -61,18 +61,18 @@ class HandleSet {
   // The kernel is done with h: it goes when its last request does.
   void Release(T* h) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       STOKER_CHECK(live_.erase(h) == 1, "release of an unknown handle");
     }
     Unref(h);
   }
   size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return live_.size();
   }
   // Frees every handle. REQUIRES: no request is being served.
   void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (T* h : live_) delete h;
     live_.clear();
   }
@@ -85,8 +85,8 @@ class HandleSet {
     if (before == 1) delete h;
   }
 
-  mutable std::mutex mu_;
-  std::unordered_set<T*> live_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_set<T*> live_ GUARDED_BY(mu_);
 };
 
 }  // namespace stoker

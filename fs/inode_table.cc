@@ -54,7 +54,7 @@ InodeTable::InodeTable(uint64_t first_dynamic_id)
 Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, const struct stat& st) {
   const Key key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
                 static_cast<uint32_t>(st.st_mode & S_IFMT)};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto pit = nodes_.find(parent);
   if (pit == nodes_.end()) {
     return Status::Error(ESTALE, "lookup in unknown node " + std::to_string(parent));
@@ -107,7 +107,7 @@ Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, cons
 }
 
 Result<bool> InodeTable::BindVersion(uint64_t id, uint64_t tag) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return Status::Error(ESTALE, "unknown node " + std::to_string(id));
   Node& node = it->second;
@@ -134,7 +134,7 @@ void InodeTable::QueueLocked(uint64_t id, Node& node) {
 
 std::vector<InodeTable::Entry> InodeTable::Overflow(size_t max_held, size_t count) {
   std::vector<Entry> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (nodes_.size() > max_held + named_ && out.size() < count && !shed_order_.empty()) {
     const uint64_t id = shed_order_.front();
     shed_order_.pop_front();
@@ -151,7 +151,7 @@ std::vector<InodeTable::Entry> InodeTable::Overflow(size_t max_held, size_t coun
 }
 
 Result<bool> InodeTable::Retire(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return Status::Error(ESTALE, "unknown node " + std::to_string(id));
   const bool was_keyed = it->second.keyed;
@@ -169,7 +169,7 @@ void InodeTable::UnkeyLocked(uint64_t id, Node& node) {
 
 void InodeTable::Forget(uint64_t id, uint64_t nlookup) {
   if (id == kRootId) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end() && restored_) {
     // Its record may have been lost with the crashed daemon.
@@ -233,7 +233,7 @@ std::string InodeTable::PathLocked(uint64_t id) const {
 }
 
 Result<InodeTable::NodeInfo> InodeTable::Info(uint64_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return Status::Error(ESTALE, "unknown node " + std::to_string(id));
   NodeInfo info;
@@ -245,7 +245,7 @@ Result<InodeTable::NodeInfo> InodeTable::Info(uint64_t id) const {
 }
 
 Result<std::string> InodeTable::Path(uint64_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (nodes_.find(id) == nodes_.end()) {
     return Status::Error(ESTALE, "unknown node " + std::to_string(id));
   }
@@ -253,7 +253,7 @@ Result<std::string> InodeTable::Path(uint64_t id) const {
 }
 
 void InodeTable::SetRootOriginIno(uint64_t ino) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   nodes_.at(kRootId).key.ino = ino;
 }
 
@@ -285,7 +285,7 @@ void InodeTable::JournalIdLocked(char kind, uint64_t id, uint64_t value) {
 
 void InodeTable::JournalBacking(uint64_t id, int32_t backing_id, uint64_t object_id,
                                 uint64_t version, uint64_t chunks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!journal_) return;
   std::string r;
   r.push_back(kRecBacking);
@@ -371,7 +371,7 @@ bool InodeTable::Saved::Apply(std::string_view rec) {
 }
 
 void InodeTable::Restore(const Saved& saved) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   STOKER_CHECK(next_id_ == first_dynamic_id_ && nodes_.size() == 1, "restore into a table in use");
   restored_ = true;
   // Only nodes whose parent chain reaches the root: a path must be buildable.
@@ -420,12 +420,12 @@ void InodeTable::Restore(const Saved& saved) {
 }
 
 size_t InodeTable::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return nodes_.size();
 }
 
 uint64_t InodeTable::LookupCount(uint64_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(id);
   return it == nodes_.end() ? 0 : it->second.nlookup;
 }

@@ -56,12 +56,12 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -199,30 +199,29 @@ class InodeTable {
     uint64_t tag = 0;
   };
 
-  // REQUIRES: mu_ held. Queues a non-directory node for Overflow.
-  void QueueLocked(uint64_t id, Node& node);
-  // REQUIRES: mu_ held. True if `ancestor` is on the parent chain of id.
-  bool IsAncestorLocked(uint64_t ancestor, uint64_t id) const;
-  // REQUIRES: mu_ held. Removes id and then each parent that has become
+  // Queues a non-directory node for Overflow.
+  void QueueLocked(uint64_t id, Node& node) REQUIRES(mu_);
+  // True if `ancestor` is on the parent chain of id.
+  bool IsAncestorLocked(uint64_t ancestor, uint64_t id) const REQUIRES(mu_);
+  // Removes id and then each parent that has become
   // unreferenced.
-  void MaybeRemoveLocked(uint64_t id);
-  // REQUIRES: mu_ held.
-  std::string PathLocked(uint64_t id) const;
-  // REQUIRES: mu_ held. Journal records, if a journal is set.
-  void JournalNodeLocked(uint64_t id, const Node& node);
-  void JournalIdLocked(char kind, uint64_t id, uint64_t value = 0);
-  // REQUIRES: mu_ held. Drops id's key from by_origin_ (if it is its node).
-  void UnkeyLocked(uint64_t id, Node& node);
+  void MaybeRemoveLocked(uint64_t id) REQUIRES(mu_);
+  std::string PathLocked(uint64_t id) const REQUIRES(mu_);
+  // Journal records, if a journal is set.
+  void JournalNodeLocked(uint64_t id, const Node& node) REQUIRES(mu_);
+  void JournalIdLocked(char kind, uint64_t id, uint64_t value = 0) REQUIRES(mu_);
+  // Drops id's key from by_origin_ (if it is its node).
+  void UnkeyLocked(uint64_t id, Node& node) REQUIRES(mu_);
 
   const uint64_t first_dynamic_id_;
-  mutable std::mutex mu_;
-  uint64_t next_id_;                                      // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, Node> nodes_;              // GUARDED_BY(mu_)
-  std::unordered_map<Key, uint64_t, KeyHash> by_origin_;  // GUARDED_BY(mu_)
-  std::deque<uint64_t> shed_order_;  // GUARDED_BY(mu_): non-directories, oldest lookup first
-  size_t named_ = 0;                 // GUARDED_BY(mu_): live nodes with `named`
-  Journal journal_;                  // set before use
-  bool restored_ = false;            // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  uint64_t next_id_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, Node> nodes_ GUARDED_BY(mu_);
+  std::unordered_map<Key, uint64_t, KeyHash> by_origin_ GUARDED_BY(mu_);
+  std::deque<uint64_t> shed_order_ GUARDED_BY(mu_);  // non-directories, oldest lookup first
+  size_t named_ GUARDED_BY(mu_) = 0;                 // live nodes with `named`
+  Journal journal_;                                  // set before use
+  bool restored_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stoker

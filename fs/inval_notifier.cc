@@ -16,7 +16,7 @@ InvalNotifier::InvalNotifier(NotifyFn notify, NotifyEntryFn notify_entry)
 InvalNotifier::~InvalNotifier() { Stop(); }
 
 void InvalNotifier::Invalidate(uint64_t ino) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_ || !queued_.insert(ino).second) return;
   queue_.push_back(ino);
   cv_.notify_all();
@@ -24,29 +24,30 @@ void InvalNotifier::Invalidate(uint64_t ino) {
 
 void InvalNotifier::InvalidateEntry(uint64_t parent, std::string name) {
   if (!notify_entry_) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return;
   entries_.emplace_back(parent, std::move(name));
   cv_.notify_all();
 }
 
 size_t InvalNotifier::entries_pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 
 void InvalNotifier::Stop(const std::function<void()>& unblock) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!thread_.joinable()) return;
     stopping_ = true;
     queue_.clear();
     queued_.clear();
     entries_.clear();
     cv_.notify_all();
-    if (!cv_.wait_for(lock, std::chrono::seconds(2), [this] { return !in_call_; }) && unblock) {
+    if (!cv_.WaitFor(mu_, std::chrono::seconds(2), [this]() REQUIRES(mu_) { return !in_call_; }) &&
+        unblock) {
       LOG_WARN("inode invalidation is stuck in the kernel; aborting the FUSE connection");
-      lock.unlock();
+      lock.Unlock();
       unblock();
     }
   }
@@ -54,14 +55,15 @@ void InvalNotifier::Stop(const std::function<void()>& unblock) {
 }
 
 uint64_t InvalNotifier::sent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return sent_;
 }
 
 void InvalNotifier::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty() || !entries_.empty(); });
+    cv_.Wait(mu_,
+             [this]() REQUIRES(mu_) { return stopping_ || !queue_.empty() || !entries_.empty(); });
     if (stopping_) return;
     int rc = 0;
     if (!queue_.empty()) {
@@ -69,7 +71,7 @@ void InvalNotifier::Run() {
       queue_.pop_front();
       queued_.erase(ino);
       in_call_ = true;
-      lock.unlock();
+      lock.Unlock();
       rc = notify_(ino);
       if (rc < 0 && rc != -ENOENT) {
         LOG_WARN("invalidating inode {} in the kernel failed: {}", ino, std::strerror(-rc));
@@ -78,14 +80,14 @@ void InvalNotifier::Run() {
       std::pair<uint64_t, std::string> e = std::move(entries_.front());
       entries_.pop_front();
       in_call_ = true;
-      lock.unlock();
+      lock.Unlock();
       rc = notify_entry_(e.first, e.second);
       if (rc < 0 && rc != -ENOENT) {
         LOG_DEBUG("dropping entry '{}' of node {} in the kernel failed: {}", e.second, e.first,
                   std::strerror(-rc));
       }
     }
-    lock.lock();
+    lock.Lock();
     in_call_ = false;
     sent_++;
     cv_.notify_all();

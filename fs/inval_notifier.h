@@ -14,15 +14,15 @@
 // Thread-safety: Invalidate() from any thread; Stop() once, from one thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_set>
 #include <utility>
+
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -53,14 +53,14 @@ class InvalNotifier {
 
   NotifyFn notify_;
   NotifyEntryFn notify_entry_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<uint64_t> queue_;                            // GUARDED_BY(mu_)
-  std::deque<std::pair<uint64_t, std::string>> entries_;  // GUARDED_BY(mu_)
-  std::unordered_set<uint64_t> queued_;                   // GUARDED_BY(mu_)
-  bool stopping_ = false;                                 // GUARDED_BY(mu_)
-  bool in_call_ = false;                                  // GUARDED_BY(mu_)
-  uint64_t sent_ = 0;                                     // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<uint64_t> queue_ GUARDED_BY(mu_);
+  std::deque<std::pair<uint64_t, std::string>> entries_ GUARDED_BY(mu_);
+  std::unordered_set<uint64_t> queued_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool in_call_ GUARDED_BY(mu_) = false;
+  uint64_t sent_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

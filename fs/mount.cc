@@ -14,7 +14,6 @@
 #include <csignal>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +33,7 @@
 #include "fs/mountpoint.h"
 #include "fs/supervisor.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -55,7 +55,7 @@ class ReadyLine {
   explicit ReadyLine(int fd) : fd_(fd) {}
   ~ReadyLine() { Send("error: stoker exited before the mount was ready"); }
   void Send(const std::string& line) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (fd_ < 0) return;
     const std::string text = line + "\n";
     (void)!write(fd_, text.data(), text.size());
@@ -64,21 +64,21 @@ class ReadyLine {
   }
 
  private:
-  std::mutex mu_;
-  int fd_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  int fd_ GUARDED_BY(mu_);
 };
 
 // libfuse logs some messages in fragments ("unknown option(s): `", "-o ",
 // "x'\n"): join them into lines, and keep the last error line for the
 // one-line failure message.
-std::mutex fuse_log_mu;
-std::string fuse_log_pending;  // GUARDED_BY(fuse_log_mu)
-std::string fuse_last_error;   // GUARDED_BY(fuse_log_mu)
+Mutex fuse_log_mu;
+std::string fuse_log_pending GUARDED_BY(fuse_log_mu);
+std::string fuse_last_error GUARDED_BY(fuse_log_mu);
 
 void LogFromFuse(enum fuse_log_level level, const char* fmt, va_list ap) {
   char buf[1024];
   vsnprintf(buf, sizeof(buf), fmt, ap);
-  std::lock_guard<std::mutex> lock(fuse_log_mu);
+  MutexLock lock(fuse_log_mu);
   fuse_log_pending += buf;
   if (fuse_log_pending.empty() || fuse_log_pending.back() != '\n') return;
   fuse_log_pending.pop_back();
@@ -96,7 +96,7 @@ void LogFromFuse(enum fuse_log_level level, const char* fmt, va_list ap) {
 
 // What libfuse last said went wrong, for an error message: ": <line>" or "".
 std::string LastFuseError() {
-  std::lock_guard<std::mutex> lock(fuse_log_mu);
+  MutexLock lock(fuse_log_mu);
   std::string e = fuse_last_error.empty() ? fuse_log_pending : fuse_last_error;
   fuse_last_error.clear();
   fuse_log_pending.clear();
@@ -185,7 +185,10 @@ class EarlyMount {
     if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
       return Status::Error(EIO, "could not mount at '" + mountpoint + "'" + LastFuseError());
     }
-    m->mounted_ = true;  // not shared yet
+    {
+      MutexLock lock(m->mu_);  // not shared yet: for the analysis
+      m->mounted_ = true;
+    }
     return m;
   }
   EarlyMount(const EarlyMount&) = delete;
@@ -203,7 +206,7 @@ class EarlyMount {
   }
   // Thread-safe, and once only.
   void Unmount() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (mounted_) fuse_session_unmount(se_);
     mounted_ = false;
   }
@@ -211,8 +214,8 @@ class EarlyMount {
  private:
   explicit EarlyMount(fuse_session* se) : se_(se) {}
   fuse_session* const se_;
-  std::mutex mu_;
-  bool mounted_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  bool mounted_ GUARDED_BY(mu_) = false;
 };
 
 // The first daemon under a supervisor: reads the kernel's INIT request

@@ -18,10 +18,10 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -37,7 +37,7 @@ class NodeFiles {
     if (std::shared_ptr<T> held = Find(id)) return held;
     Result<std::shared_ptr<T>> made = make();
     if (!made.ok()) return made.status();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto [it, fresh] = map_.try_emplace(id);
     if (!fresh) return it->second.handle;
     order_.push_back(id);
@@ -51,14 +51,14 @@ class NodeFiles {
 
   // id's handle if one is held.
   std::shared_ptr<T> Find(uint64_t id) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = map_.find(id);
     return it == map_.end() ? nullptr : it->second.handle;
   }
 
   // The kernel forgot id: its handle goes (reads holding it finish first).
   void Drop(uint64_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = map_.find(id);
     if (it == map_.end()) return;
     order_.erase(it->second.at);
@@ -67,13 +67,13 @@ class NodeFiles {
 
   // Drops every handle (the session is over).
   void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     map_.clear();
     order_.clear();
   }
 
   size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return map_.size();
   }
 
@@ -83,9 +83,9 @@ class NodeFiles {
     std::list<uint64_t>::iterator at;  // in order_
   };
   const size_t max_;
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Entry> map_;  // GUARDED_BY(mu_)
-  std::list<uint64_t> order_;                // GUARDED_BY(mu_): oldest first
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, Entry> map_ GUARDED_BY(mu_);
+  std::list<uint64_t> order_ GUARDED_BY(mu_);  // oldest first
 };
 
 }  // namespace stoker

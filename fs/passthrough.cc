@@ -14,19 +14,19 @@
 namespace stoker {
 
 void PassthroughNodes::Disable(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   if (!enabled_) return;
   disabled_ = reason;
   enabled_ = false;
 }
 
 std::string PassthroughNodes::disabled_reason() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   return disabled_;
 }
 
 void PassthroughNodes::CountFallback(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   fallbacks_[reason.empty() ? disabled_ : reason]++;
 }
 
@@ -35,7 +35,7 @@ PassthroughNodes::Grant PassthroughNodes::Open(uint64_t node, const LeaseMaker& 
   std::string why;
   Result<std::unique_ptr<WholeFileLease>> lease = Status::Error(EAGAIN, "not asked");
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     NodeState& n = s.nodes[node];
     if (n.passthrough > 0 || n.inherited || n.lease) return ShareLocked(node, n);
     bool attempt = false;
@@ -55,7 +55,7 @@ PassthroughNodes::Grant PassthroughNodes::Open(uint64_t node, const LeaseMaker& 
   }
   lease = make(&why);
   std::unique_ptr<WholeFileLease> unused;  // dropped outside the lock
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   NodeState& n = s.nodes[node];
   n.opening--;
   // Another open decided the node's mode meanwhile: that mode it is.
@@ -98,7 +98,7 @@ PassthroughNodes::Grant PassthroughNodes::ShareLocked(uint64_t node, NodeState& 
   if (n.idle) {
     // Off the idle list, unless Release just displaced it: then its
     // CloseIfIdle finds it no longer idle.
-    std::lock_guard<std::mutex> lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     for (auto it = idle_.begin(); it != idle_.end(); ++it) {
       if (it->first == node) {
         idle_bytes_ -= it->second;
@@ -121,7 +121,7 @@ void PassthroughNodes::Release(uint64_t node, bool passthrough) {
   Shard& s = ShardOf(node);
   std::vector<uint64_t> displaced;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     auto it = s.nodes.find(node);
     STOKER_CHECK(it != s.nodes.end(), "release of an open the passthrough table never saw");
     NodeState& n = it->second;
@@ -134,7 +134,7 @@ void PassthroughNodes::Release(uint64_t node, bool passthrough) {
       // (backing file, pins, journal); at most linger_files_ files and
       // linger_bytes_ bytes, the oldest closed first.
       if (n.lease->size() <= linger_bytes_ && linger_files_ > 0) {
-        std::lock_guard<std::mutex> idle_lock(idle_mu_);
+        MutexLock idle_lock(idle_mu_);
         n.idle = true;
         idle_.emplace_back(node, n.lease->size());
         idle_bytes_ += n.lease->size();
@@ -169,7 +169,7 @@ void PassthroughNodes::CloseLocked(Shard& s, std::unordered_map<uint64_t, NodeSt
 
 void PassthroughNodes::CloseIfIdle(uint64_t node) {
   Shard& s = ShardOf(node);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.nodes.find(node);
   // Opened again since it was displaced: ShareLocked took it off the list.
   if (it == s.nodes.end() || !it->second.idle) return;
@@ -179,7 +179,7 @@ void PassthroughNodes::CloseIfIdle(uint64_t node) {
 
 void PassthroughNodes::Inherit(uint64_t node, int32_t id, std::unique_ptr<WholeFileLease> held) {
   Shard& s = ShardOf(node);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   NodeState& n = s.nodes[node];
   n.inherited = true;
   n.backing_id = id;
@@ -189,20 +189,20 @@ void PassthroughNodes::Inherit(uint64_t node, int32_t id, std::unique_ptr<WholeF
 
 void PassthroughNodes::MarkRestored(uint64_t node) {
   Shard& s = ShardOf(node);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   s.restored.insert(node);
 }
 
 void PassthroughNodes::Clear() {
   for (Shard& s : shards_) {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     for (auto& [node, n] : s.nodes) {
       if (n.lease && !n.inherited) hooks_.close_backing(n.backing_id);
     }
     s.nodes.clear();
     s.restored.clear();
   }
-  std::lock_guard<std::mutex> lock(idle_mu_);
+  MutexLock lock(idle_mu_);
   idle_.clear();
   idle_bytes_ = 0;
   live_nodes_ = 0;
@@ -213,11 +213,11 @@ nlohmann::json PassthroughNodes::Stats() const {
   std::string disabled;
   size_t idle = 0;
   {
-    std::lock_guard<std::mutex> lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     idle = idle_.size();
   }
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     for (const auto& [reason, n] : fallbacks_) fallbacks[reason] = n;
     disabled = disabled_;
   }

@@ -38,7 +38,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
@@ -47,6 +46,7 @@
 #include <vector>
 
 #include "cache/object_cache.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -121,9 +121,9 @@ class PassthroughNodes {
     std::unique_ptr<WholeFileLease> lease;
   };
   struct Shard {
-    std::mutex mu;
-    std::unordered_map<uint64_t, NodeState> nodes;  // GUARDED_BY(mu)
-    std::unordered_set<uint64_t> restored;          // GUARDED_BY(mu)
+    Mutex mu;
+    std::unordered_map<uint64_t, NodeState> nodes GUARDED_BY(mu);
+    std::unordered_set<uint64_t> restored GUARDED_BY(mu);
   };
   Shard& ShardOf(uint64_t node) { return shards_[node % shards_.size()]; }
   // "" counts under the reason passthrough was disabled for.
@@ -131,9 +131,9 @@ class PassthroughNodes {
   // REQUIRES: the node's shard lock; the node has a backing id. Another open
   // of it.
   Grant ShareLocked(uint64_t node, NodeState& n);
-  // REQUIRES: s.mu held; it has a lease. Closes its backing file, drops the
-  // lease, and the node's entry if nothing else is left of it.
-  void CloseLocked(Shard& s, std::unordered_map<uint64_t, NodeState>::iterator it);
+  // REQUIRES: it has a lease. Closes its backing file, drops the lease, and
+  // the node's entry if nothing else is left of it.
+  void CloseLocked(Shard& s, std::unordered_map<uint64_t, NodeState>::iterator it) REQUIRES(s.mu);
   // Closes node if it is still idle (it was displaced from idle_).
   void CloseIfIdle(uint64_t node);
 
@@ -141,17 +141,17 @@ class PassthroughNodes {
   const size_t linger_files_;
   const uint64_t linger_bytes_;
   // Lock order: a shard's mu, then idle_mu_.
-  mutable std::mutex idle_mu_;
+  mutable Mutex idle_mu_;
   // Idle nodes and their leases' bytes, oldest first.
-  std::deque<std::pair<uint64_t, uint64_t>> idle_;  // GUARDED_BY(idle_mu_)
-  uint64_t idle_bytes_ = 0;                         // GUARDED_BY(idle_mu_)
+  std::deque<std::pair<uint64_t, uint64_t>> idle_ GUARDED_BY(idle_mu_);
+  uint64_t idle_bytes_ GUARDED_BY(idle_mu_) = 0;
   std::array<Shard, 16> shards_;
   std::atomic<uint64_t> opens_{0};
   std::atomic<uint64_t> bytes_{0};  // the sizes of the files opened so
   std::atomic<uint64_t> live_nodes_{0};
-  mutable std::mutex stats_mu_;
-  std::string disabled_;                                 // GUARDED_BY(stats_mu_)
-  std::unordered_map<std::string, uint64_t> fallbacks_;  // GUARDED_BY(stats_mu_)
+  mutable Mutex stats_mu_;
+  std::string disabled_ GUARDED_BY(stats_mu_);
+  std::unordered_map<std::string, uint64_t> fallbacks_ GUARDED_BY(stats_mu_);
   std::atomic<bool> enabled_{true};
 };
 

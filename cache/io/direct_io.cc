@@ -54,7 +54,7 @@ std::shared_ptr<char[]> AlignedBufferPool::Take(size_t len) {
   size_t cap = ClassOf(len);
   char* p = nullptr;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     auto it = free_.lower_bound(cap);  // the same class, else the smallest larger
     if (it != free_.end() && it->first <= 4 * cap) {
       cap = it->first;
@@ -73,7 +73,7 @@ std::shared_ptr<char[]> AlignedBufferPool::Take(size_t len) {
 void AlignedBufferPool::Give(char* p, size_t cap) {
   std::vector<char*> drop;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     // Smaller free buffers make room for a larger one.
     while (free_bytes_ + cap > max_free_bytes_ && !free_.empty() && free_.begin()->first < cap) {
       drop.push_back(free_.begin()->second);
@@ -91,17 +91,17 @@ void AlignedBufferPool::Give(char* p, size_t cap) {
 }
 
 size_t AlignedBufferPool::free_bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return free_bytes_;
 }
 
 uint64_t AlignedBufferPool::reused() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return reused_;
 }
 
 uint64_t AlignedBufferPool::allocated() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return allocated_;
 }
 
@@ -119,7 +119,7 @@ DirectTwin::~DirectTwin() {
 int DirectTwin::Get(int fd) {
   int s = state_.load(std::memory_order_acquire);
   if (s != kUnopened) return s;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   s = state_.load(std::memory_order_acquire);
   if (s != kUnopened) return s;
   if (DirectIoEnabled()) {

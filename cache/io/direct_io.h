@@ -24,7 +24,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
+
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -77,11 +78,11 @@ class AlignedBufferPool {
  private:
   void Give(char* p, size_t cap);
   const size_t max_free_bytes_;
-  mutable std::mutex mu_;
-  std::multimap<size_t, char*> free_;  // GUARDED_BY(mu_): by capacity
-  size_t free_bytes_ = 0;              // GUARDED_BY(mu_)
-  uint64_t reused_ = 0;                // GUARDED_BY(mu_)
-  uint64_t allocated_ = 0;             // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::multimap<size_t, char*> free_ GUARDED_BY(mu_);  // by capacity
+  size_t free_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t reused_ GUARDED_BY(mu_) = 0;
+  uint64_t allocated_ GUARDED_BY(mu_) = 0;
 };
 
 // len bytes (rounded up to kDirectIoAlign), aligned to kDirectIoAlign, from
@@ -110,9 +111,9 @@ class DirectTwin {
   static constexpr int kOff = -1;
 
   const int flags_;
-  std::mutex mu_;
+  Mutex mu_;
   std::atomic<int> state_{kUnopened};  // the twin's fd, or kUnopened / kOff
-  int fd_ = -1;                        // GUARDED_BY(mu_); closed at destruction
+  int fd_ GUARDED_BY(mu_) = -1;        // closed at destruction
 };
 
 // Process-wide switch (`stoker mount --no-direct-io`, tests): with it off,

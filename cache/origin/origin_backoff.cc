@@ -15,7 +15,7 @@ OriginBackoff::OriginBackoff(int64_t backoff_ns, Clock clock)
 void OriginBackoff::Record(const Status& outcome) {
   const bool failed = !outcome.ok() && IsOriginUnavailable(outcome.code());
   const int64_t now = clock_();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (failed) {
     if (!unreachable_) {
       unreachable_ = true;
@@ -45,7 +45,7 @@ bool OriginBackoff::AnswerFromHeld() {
   const int64_t now = clock_();
   bool start = false;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (!unreachable_) return false;
     if (now >= ask_after_ns_) {
       ask_after_ns_ = now + backoff_ns_;
@@ -63,22 +63,22 @@ bool OriginBackoff::AnswerFromHeld() {
 void OriginBackoff::SetProbe(std::function<void()> start) { probe_ = std::move(start); }
 
 void OriginBackoff::ProbeDone() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   probing_ = false;
 }
 
 bool OriginBackoff::unreachable() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return unreachable_;
 }
 
 uint64_t OriginBackoff::episodes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return episodes_;
 }
 
 uint64_t OriginBackoff::held_answers() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return held_answers_;
 }
 

@@ -33,9 +33,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -68,15 +68,15 @@ class OriginBackoff {
  private:
   const int64_t backoff_ns_;
   const Clock clock_;
-  mutable std::mutex mu_;
-  bool unreachable_ = false;      // GUARDED_BY(mu_)
-  int64_t since_ns_ = 0;          // GUARDED_BY(mu_): the episode's start
-  int64_t ask_after_ns_ = 0;      // GUARDED_BY(mu_): when the next probe goes
-  uint64_t episodes_ = 0;         // GUARDED_BY(mu_)
-  uint64_t held_answers_ = 0;     // GUARDED_BY(mu_)
-  uint64_t episode_answers_ = 0;  // GUARDED_BY(mu_)
-  std::function<void()> probe_;   // set before use
-  bool probing_ = false;          // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  bool unreachable_ GUARDED_BY(mu_) = false;
+  int64_t since_ns_ GUARDED_BY(mu_) = 0;      // the episode's start
+  int64_t ask_after_ns_ GUARDED_BY(mu_) = 0;  // when the next probe goes
+  uint64_t episodes_ GUARDED_BY(mu_) = 0;
+  uint64_t held_answers_ GUARDED_BY(mu_) = 0;
+  uint64_t episode_answers_ GUARDED_BY(mu_) = 0;
+  std::function<void()> probe_;  // set before use
+  bool probing_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stoker

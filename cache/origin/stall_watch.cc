@@ -25,7 +25,7 @@ StallWatch::StallWatch(Options options, OriginBackoff* backoff, OriginBackoff::C
 
 StallWatch::~StallWatch() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -35,14 +35,14 @@ StallWatch::~StallWatch() {
 bool StallWatch::Begin(const char* op, const std::string& path, Token* token) {
   if (options_.stall_ns > 0 && backoff_->unreachable()) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       refused_++;
     }
     backoff_->Record(RefusedStatus(op, path));
     return false;
   }
   const int64_t now = clock_();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   *token = calls_.insert(calls_.end(), Entry{op, &path, now});
   return true;
 }
@@ -50,7 +50,7 @@ bool StallWatch::Begin(const char* op, const std::string& path, Token* token) {
 bool StallWatch::ProbeDue() {
   if (options_.stall_ns <= 0 || !backoff_->unreachable()) return false;
   const int64_t now = clock_();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (probing_ || now < next_probe_ns_) return false;
   probing_ = true;
   next_probe_ns_ = now + options_.probe_interval_ns;
@@ -59,21 +59,21 @@ bool StallWatch::ProbeDue() {
 
 void StallWatch::BeginProbe(const char* op, const std::string& path, Token* token) {
   const int64_t now = clock_();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Entry e{op, &path, now};
   e.probe = true;
   *token = calls_.insert(calls_.end(), e);
 }
 
 void StallWatch::CancelProbe() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   probing_ = false;
 }
 
 void StallWatch::End(Token token, int code) {
   bool report;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     report = token->probe || token->stalled;
     if (token->probe) probing_ = false;
     if (token->stalled) {
@@ -91,7 +91,7 @@ void StallWatch::End(Token token, int code) {
 Status StallWatch::RefusedStatus(const char* op, const std::string& path) {
   std::string stalled;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     stalled = last_stalled_;
   }
   return Status::Error(ETIMEDOUT, Describe(op, path) + ": the origin is not answering (" +
@@ -105,7 +105,7 @@ void StallWatch::Check() {
   const int64_t now = clock_();
   std::string found;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     for (Entry& e : calls_) {
       if (e.stalled || now - e.start_ns < options_.stall_ns) continue;
       e.stalled = true;
@@ -121,12 +121,12 @@ void StallWatch::Check() {
 }
 
 uint64_t StallWatch::stalled_now() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return stalled_now_;
 }
 
 uint64_t StallWatch::refused() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return refused_;
 }
 
@@ -134,13 +134,13 @@ void StallWatch::Run() {
   const int64_t tick = options_.tick_ns > 0
                            ? options_.tick_ns
                            : std::clamp<int64_t>(options_.stall_ns / 4, 10'000'000, 1'000'000'000);
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(mu_);
   while (!stopping_) {
-    cv_.wait_for(l, std::chrono::nanoseconds(tick));
+    cv_.WaitFor(mu_, std::chrono::nanoseconds(tick));
     if (stopping_) break;
-    l.unlock();
+    l.Unlock();
     Check();
-    l.lock();
+    l.Lock();
   }
 }
 

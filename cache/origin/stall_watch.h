@@ -32,15 +32,14 @@
 // Thread-safety: all methods are thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "cache/origin/origin_backoff.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -102,15 +101,15 @@ class StallWatch {
   const Options options_;
   OriginBackoff* const backoff_;
   const OriginBackoff::Clock clock_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::list<Entry> calls_;     // GUARDED_BY(mu_)
-  uint64_t stalled_now_ = 0;   // GUARDED_BY(mu_)
-  uint64_t refused_ = 0;       // GUARDED_BY(mu_)
-  int64_t next_probe_ns_ = 0;  // GUARDED_BY(mu_)
-  bool probing_ = false;       // GUARDED_BY(mu_): a probe is in flight
-  std::string last_stalled_;   // GUARDED_BY(mu_): "stat of 'a/b'", for messages
-  bool stopping_ = false;      // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::list<Entry> calls_ GUARDED_BY(mu_);
+  uint64_t stalled_now_ GUARDED_BY(mu_) = 0;
+  uint64_t refused_ GUARDED_BY(mu_) = 0;
+  int64_t next_probe_ns_ GUARDED_BY(mu_) = 0;
+  bool probing_ GUARDED_BY(mu_) = false;      // a probe is in flight
+  std::string last_stalled_ GUARDED_BY(mu_);  // "stat of 'a/b'", for messages
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread watchdog_;
 };
 

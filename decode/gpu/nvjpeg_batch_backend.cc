@@ -11,6 +11,7 @@
 #include "decode/gpu/gpu_jpeg_decoder.h"
 #include "decode/gpu/gpu_libraries.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace stoker {
 namespace {
@@ -20,16 +21,16 @@ constexpr size_t kAlign = 256;
 // nvJPEG's own allocations, bounded. Its allocator ABI has no context
 // pointer, so the budget is per process (one GPU decoder per mount).
 struct AllocationBudget {
-  std::mutex mu;
-  const GpuLibraries* libs = nullptr;      // GUARDED_BY(mu) for writes; set before use
-  std::unordered_map<void*, size_t> live;  // GUARDED_BY(mu)
-  uint64_t used = 0;                       // GUARDED_BY(mu)
-  uint64_t peak = 0;                       // GUARDED_BY(mu)
-  uint64_t refused = 0;                    // GUARDED_BY(mu)
-  uint64_t cap = 0;                        // GUARDED_BY(mu)
+  Mutex mu;
+  const GpuLibraries* libs = nullptr;  // GUARDED_BY(mu) for writes; set before use
+  std::unordered_map<void*, size_t> live GUARDED_BY(mu);
+  uint64_t used GUARDED_BY(mu) = 0;
+  uint64_t peak GUARDED_BY(mu) = 0;
+  uint64_t refused GUARDED_BY(mu) = 0;
+  uint64_t cap GUARDED_BY(mu) = 0;
 
   bool Reserve(size_t n) {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     if (used + n > cap) {
       refused++;
       return false;
@@ -39,15 +40,15 @@ struct AllocationBudget {
     return true;
   }
   void Unreserve(size_t n) {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     used -= n;
   }
   void Track(void* p, size_t n) {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     live[p] = n;
   }
   void Release(void* p) {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     auto it = live.find(p);
     if (it == live.end()) return;
     used -= it->second;
@@ -169,12 +170,12 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
     c.DeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, o_.device);
     capability_ = std::to_string(major) + "." + std::to_string(minor);
     {
-      std::lock_guard<std::mutex> l(g_device_budget.mu);
+      MutexLock l(g_device_budget.mu);
       g_device_budget.libs = libs_.get();
       g_device_budget.cap = o_.device_memory_bytes;
     }
     {
-      std::lock_guard<std::mutex> l(g_pinned_budget.mu);
+      MutexLock l(g_pinned_budget.mu);
       g_pinned_budget.libs = libs_.get();
       g_pinned_budget.cap = o_.device_memory_bytes;
     }
@@ -276,7 +277,7 @@ class NvjpegBatchBackend final : public BatchJpegBackend {
     j["lanes"] = lanes_.size();
     j["max_batch"] = o_.max_batch;
     j["lane_buffer_bytes"] = o_.batch_bytes;
-    std::lock_guard<std::mutex> l(g_device_budget.mu);
+    MutexLock l(g_device_budget.mu);
     j["nvjpeg_device_bytes"] = g_device_budget.used;
     j["nvjpeg_device_peak_bytes"] = g_device_budget.peak;
     j["nvjpeg_device_limit_bytes"] = g_device_budget.cap;

@@ -6,13 +6,13 @@ namespace stoker {
 
 struct BatchingJpegDecoder::Pending {
   JpegJob job;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;  // GUARDED_BY(mu)
-  Status status;      // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;
+  bool done GUARDED_BY(mu) = false;
+  Status status GUARDED_BY(mu);
 
   void Finish(Status s) {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     status = std::move(s);
     done = true;
     cv.notify_all();
@@ -41,20 +41,20 @@ Status BatchingJpegDecoder::Decode(const uint8_t* jpeg, size_t len, const Decode
   Pending p;
   p.job = JpegJob{jpeg, len, info, params, shape, out};
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (stop_) return Status::Error(ECANCELED, "batching decoder stopped");
     queue_.push_back(&p);
   }
   cv_.notify_one();
-  std::unique_lock<std::mutex> l(p.mu);
-  p.cv.wait(l, [&] { return p.done; });
+  MutexLock l(p.mu);
+  p.cv.Wait(p.mu, [&]() REQUIRES(p.mu) { return p.done; });
   return p.status;
 }
 
 void BatchingJpegDecoder::Stop() {
   std::deque<Pending*> dropped;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (stop_ && lanes_.empty()) return;
     stop_ = true;
     dropped.swap(queue_);
@@ -74,8 +74,8 @@ void BatchingJpegDecoder::RunLane(int lane) {
   for (;;) {
     batch.clear();
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+      MutexLock l(mu_);
+      cv_.Wait(mu_, [&]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
       if (stop_) return;
       uint64_t bytes = 0;
       while (!queue_.empty() && batch.size() < max_batch) {
@@ -105,7 +105,7 @@ void BatchingJpegDecoder::RunLane(int lane) {
 }
 
 size_t BatchingJpegDecoder::queued() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return queue_.size();
 }
 

@@ -18,11 +18,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -30,6 +28,7 @@
 #include <vector>
 
 #include "decode/jpeg/jpeg_decoder.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -86,10 +85,10 @@ class BatchingJpegDecoder final : public JpegDecoder {
   void RunLane(int lane);
 
   const std::unique_ptr<BatchJpegBackend> backend_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending*> queue_;  // GUARDED_BY(mu_)
-  bool stop_ = false;           // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<Pending*> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> lanes_;
   std::atomic<uint64_t> batches_{0};
   std::atomic<uint64_t> images_{0};

@@ -18,16 +18,16 @@ constexpr int64_t kWindowNs = int64_t{DecodePool::kRateWindowSeconds} * 10000000
 struct DecodePool::Batch {
   std::vector<Job> jobs;
   std::vector<Status> results;
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t left = 0;  // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;
+  size_t left GUARDED_BY(mu) = 0;
   // The highest priority it was raised to, and where its jobs are queued
   // now (-1: none queued). GUARDED_BY(the pool's mu_).
   int raised_to = kDecodePriorities;
   int queued_at = -1;
 
   void Finish(size_t i, Status s) {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     results[i] = std::move(s);
     if (--left == 0) cv.notify_all();
   }
@@ -55,13 +55,13 @@ std::vector<Status> DecodePool::RunAll(const std::shared_ptr<Batch>& batch, Deco
   STOKER_CHECK(batch != nullptr, "RunAll of a null decode batch");
   if (jobs.empty()) return {};
   {
-    std::lock_guard<std::mutex> l(batch->mu);
+    MutexLock l(batch->mu);
     batch->results.assign(jobs.size(), Status::OK());
     batch->left = jobs.size();
     batch->jobs = std::move(jobs);
   }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (stop_) {
       return std::vector<Status>(batch->jobs.size(),
                                  Status::Error(ECANCELED, "decode pool stopped"));
@@ -75,11 +75,11 @@ std::vector<Status> DecodePool::RunAll(const std::shared_ptr<Batch>& batch, Deco
   cv_.notify_all();
   std::vector<Status> results;
   {
-    std::unique_lock<std::mutex> l(batch->mu);
-    batch->cv.wait(l, [&] { return batch->left == 0; });
+    MutexLock l(batch->mu);
+    batch->cv.Wait(batch->mu, [&]() REQUIRES(batch->mu) { return batch->left == 0; });
     results = std::move(batch->results);
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   batch->queued_at = -1;  // every job was taken off its queue
   return results;
 }
@@ -87,7 +87,7 @@ std::vector<Status> DecodePool::RunAll(const std::shared_ptr<Batch>& batch, Deco
 void DecodePool::Raise(Batch& batch, DecodePriority to) {
   const int target = static_cast<int>(to);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (batch.raised_to <= target) return;
     batch.raised_to = target;
     if (batch.queued_at <= target) return;  // none queued, or queued as high already
@@ -111,7 +111,7 @@ void DecodePool::Raise(Batch& batch, DecodePriority to) {
 void DecodePool::Stop() {
   std::vector<Task> dropped;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (stop_ && threads_.empty()) return;
     stop_ = true;
     for (auto& q : queues_) {
@@ -126,14 +126,14 @@ void DecodePool::Stop() {
 }
 
 size_t DecodePool::queued() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   size_t n = 0;
   for (const auto& q : queues_) n += q.size();
   return n;
 }
 
 double DecodePool::RecentJobsPerSecond() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   const int64_t now = MonotonicNs();
   while (!finished_.empty() && finished_.front() < now - kWindowNs) finished_.pop_front();
   return static_cast<double>(finished_.size()) / kRateWindowSeconds;
@@ -144,8 +144,8 @@ void DecodePool::Run() {
   for (;;) {
     Task task;
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] {
+      MutexLock l(mu_);
+      cv_.Wait(mu_, [&]() REQUIRES(mu_) {
         if (stop_) return true;
         for (const auto& q : queues_) {
           if (!q.empty()) return true;
@@ -169,7 +169,7 @@ void DecodePool::Run() {
     }
     running_--;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       const int64_t now = MonotonicNs();
       finished_.push_back(now);
       while (!finished_.empty() && finished_.front() < now - kWindowNs) finished_.pop_front();

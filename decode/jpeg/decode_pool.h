@@ -22,16 +22,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "decode/jpeg/jpeg_decoder.h"
 #include "decode/jpeg/output_buffers.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -101,12 +100,12 @@ class DecodePool {
 
   const std::shared_ptr<JpegDecoder> decoder_;
   OutputBuffers buffers_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queues_[kDecodePriorities];  // GUARDED_BY(mu_)
-  bool stop_ = false;                           // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<Task> queues_[kDecodePriorities] GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   // Finish times (steady clock, ns) of the jobs of the last window.
-  mutable std::deque<int64_t> finished_;  // GUARDED_BY(mu_)
+  mutable std::deque<int64_t> finished_ GUARDED_BY(mu_);
   std::atomic<size_t> running_{0};
   std::atomic<uint64_t> jobs_raised_{0};
   std::vector<std::thread> threads_;

@@ -4,9 +4,10 @@
 #include <bit>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <new>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -19,7 +20,7 @@ struct OutputBuffers::Buffer::State {
   }
   void Give(char* p, size_t cap) {
     {
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(mu);
       if (free_bytes + cap <= max_free_bytes) {
         free[cap].push_back(p);
         free_bytes += cap;
@@ -30,11 +31,11 @@ struct OutputBuffers::Buffer::State {
   }
 
   const size_t max_free_bytes;
-  mutable std::mutex mu;
-  std::map<size_t, std::vector<char*>> free;  // GUARDED_BY(mu): by capacity
-  size_t free_bytes = 0;                      // GUARDED_BY(mu)
-  uint64_t reused = 0;                        // GUARDED_BY(mu)
-  uint64_t allocated = 0;                     // GUARDED_BY(mu)
+  mutable Mutex mu;
+  std::map<size_t, std::vector<char*>> free GUARDED_BY(mu);  // by capacity
+  size_t free_bytes GUARDED_BY(mu) = 0;
+  uint64_t reused GUARDED_BY(mu) = 0;
+  uint64_t allocated GUARDED_BY(mu) = 0;
 };
 
 OutputBuffers::Buffer::~Buffer() { state_->Give(p_, cap_); }
@@ -56,7 +57,7 @@ std::shared_ptr<OutputBuffers::Buffer> OutputBuffers::Take(size_t len) {
   const size_t cap = ClassOf(len);
   char* p = nullptr;
   {
-    std::lock_guard<std::mutex> l(state_->mu);
+    MutexLock l(state_->mu);
     auto it = state_->free.find(cap);
     if (it != state_->free.end() && !it->second.empty()) {
       p = it->second.back();
@@ -75,17 +76,17 @@ std::shared_ptr<OutputBuffers::Buffer> OutputBuffers::Take(size_t len) {
 }
 
 size_t OutputBuffers::free_bytes() const {
-  std::lock_guard<std::mutex> l(state_->mu);
+  MutexLock l(state_->mu);
   return state_->free_bytes;
 }
 
 uint64_t OutputBuffers::reused() const {
-  std::lock_guard<std::mutex> l(state_->mu);
+  MutexLock l(state_->mu);
   return state_->reused;
 }
 
 uint64_t OutputBuffers::allocated() const {
-  std::lock_guard<std::mutex> l(state_->mu);
+  MutexLock l(state_->mu);
   return state_->allocated;
 }
 

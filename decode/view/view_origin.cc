@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -181,7 +180,7 @@ class ViewFile final : public OriginFile {
     }
     std::shared_ptr<const Bytes> image;
     {
-      std::lock_guard<std::mutex> g(mu_);
+      MutexLock g(mu_);
       image = npy_;
     }
     if (!image) {
@@ -215,7 +214,7 @@ class ViewFile final : public OriginFile {
       image = out;
     }
     std::memcpy(buf, image->data() + off, len);
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(mu_);
     // Kept for the next piece of this image, until a read reaches its end.
     npy_ = off + len >= l.size ? nullptr : image;
     return Status::OK();
@@ -237,7 +236,7 @@ class ViewFile final : public OriginFile {
     }
     // A compressed stream reads only from its start; a sequential reader
     // goes on from where the previous read of this file stopped.
-    std::lock_guard<std::mutex> g(z_mu_);
+    MutexLock g(z_mu_);
     if (!z_ || l.records[idx[0]].in_offset < z_next_) {
       z_ = std::make_unique<CompressedTfRecordReader>(&src_, c);
       z_next_ = 0;
@@ -272,11 +271,11 @@ class ViewFile final : public OriginFile {
   struct Pending {
     explicit Pending(std::shared_ptr<DecodePool::Batch> b) : batch(std::move(b)) {}
     const std::shared_ptr<DecodePool::Batch> batch;  // what produces it: a waiter raises it
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;                   // GUARDED_BY(mu)
-    Status status;                       // GUARDED_BY(mu): a failure of the world
-    std::shared_ptr<const Bytes> bytes;  // GUARDED_BY(mu): null = reads as zeros
+    Mutex mu;
+    CondVar cv;
+    bool done GUARDED_BY(mu) = false;
+    Status status GUARDED_BY(mu);                       // a failure of the world
+    std::shared_ptr<const Bytes> bytes GUARDED_BY(mu);  // null = reads as zeros
   };
 
   // Completes the Pendings of the records a read produces, whatever path
@@ -290,11 +289,11 @@ class ViewFile final : public OriginFile {
     void Finish(const Status& failed) {
       if (mine_.empty()) return;
       {
-        std::lock_guard<std::mutex> g(f_->mu_);
+        MutexLock g(f_->mu_);
         for (const auto& [idx, p] : mine_) f_->inflight_.erase(idx);
       }
       for (const auto& [idx, p] : mine_) {
-        std::lock_guard<std::mutex> g(p->mu);
+        MutexLock g(p->mu);
         auto it = results_.find(idx);
         if (it != results_.end()) {
           p->bytes = it->second;
@@ -328,7 +327,7 @@ class ViewFile final : public OriginFile {
     RegisteredBatch batch(p_.owner, p_.path);
     Producing producing(this);
     {
-      std::lock_guard<std::mutex> g(mu_);
+      MutexLock g(mu_);
       for (size_t i = first; i < last; ++i) {
         const ViewRecord& r = l.records[i];
         if (r.kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
@@ -400,7 +399,7 @@ class ViewFile final : public OriginFile {
       // Records cut by the end of this read are kept before they leave
       // inflight_: a read of the next chunk that starts in between finds
       // them in one or the other, and does not decode them again.
-      std::lock_guard<std::mutex> g(mu_);
+      MutexLock g(mu_);
       for (size_t i : need) {
         const ViewRecord& r = l.records[i];
         if (produced[i - first] != nullptr && r.out_end() > end && r.out_size <= kKeptBytes) {
@@ -415,12 +414,12 @@ class ViewFile final : public OriginFile {
     // a warm's): not behind all the other work of that priority.
     for (const auto& [i, p] : others) p_.pool->Raise(*p->batch, CurrentDecodePriority());
     for (const auto& [i, p] : others) {
-      std::unique_lock<std::mutex> g(p->mu);
-      p->cv.wait(g, [&p = p] { return p->done; });
+      MutexLock g(p->mu);
+      while (!p->done) p->cv.Wait(p->mu);
       if (!p->status.ok()) return p->status;
       produced[i - first] = p->bytes;  // null: failed for good, reads as zeros
     }
-    std::lock_guard<std::mutex> g(mu_);
+    MutexLock g(mu_);
     for (size_t i = first; i < last; ++i) {
       const ViewRecord& r = l.records[i];
       const uint64_t a = std::max(off, r.out_offset);
@@ -454,14 +453,14 @@ class ViewFile final : public OriginFile {
 
   const Parts p_;
   CachedByteSource src_;
-  std::mutex mu_;
-  std::map<size_t, std::shared_ptr<const Bytes>> kept_;  // GUARDED_BY(mu_)
-  std::map<size_t, std::shared_ptr<Pending>> inflight_;  // GUARDED_BY(mu_)
-  std::shared_ptr<const Bytes> npy_;                     // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<size_t, std::shared_ptr<const Bytes>> kept_ GUARDED_BY(mu_);
+  std::map<size_t, std::shared_ptr<Pending>> inflight_ GUARDED_BY(mu_);
+  std::shared_ptr<const Bytes> npy_ GUARDED_BY(mu_);
   // Compressed files: where the last read's inflating stopped.
-  std::mutex z_mu_;
-  std::unique_ptr<CompressedTfRecordReader> z_;  // GUARDED_BY(z_mu_)
-  uint64_t z_next_ = 0;                          // GUARDED_BY(z_mu_): next frame's offset
+  Mutex z_mu_;
+  std::unique_ptr<CompressedTfRecordReader> z_ GUARDED_BY(z_mu_);
+  uint64_t z_next_ GUARDED_BY(z_mu_) = 0;  // next frame's offset
 };
 
 }  // namespace
@@ -511,7 +510,7 @@ void ViewOrigin::Attach(ObjectCache* cache) { cache_ = cache; }
 
 void ViewOrigin::HandOff(const std::shared_ptr<const ViewLayout>& layout, size_t record,
                          RecordBytes bytes) {
-  std::lock_guard<std::mutex> l(handoff_mu_);
+  MutexLock l(handoff_mu_);
   for (const HandedOffRecord& h : handed_off_) {
     if (h.layout == layout && h.record == record) return;
   }
@@ -525,7 +524,7 @@ void ViewOrigin::HandOff(const std::shared_ptr<const ViewLayout>& layout, size_t
 
 ViewOrigin::RecordBytes ViewOrigin::HandedOff(const std::shared_ptr<const ViewLayout>& layout,
                                               size_t record) {
-  std::lock_guard<std::mutex> l(handoff_mu_);
+  MutexLock l(handoff_mu_);
   for (const HandedOffRecord& h : handed_off_) {
     if (h.layout == layout && h.record == record) return h.bytes;
   }
@@ -567,14 +566,14 @@ std::string ViewOrigin::LayoutName(RawViewKind kind) const {
 
 std::shared_ptr<const ViewLayout> ViewOrigin::KnownLayout(const std::string& raw_path,
                                                           const OriginIdentity& id) {
-  std::lock_guard<std::mutex> l(known_mu_);
+  MutexLock l(known_mu_);
   auto it = known_.find(raw_path);
   if (it == known_.end() || !(it->second.identity == id)) return nullptr;
   return it->second.layout;
 }
 
 void ViewOrigin::Remember(const std::string& raw_path, Known k) {
-  std::lock_guard<std::mutex> l(known_mu_);
+  MutexLock l(known_mu_);
   if (known_.size() >= kMaxKnown && known_.find(raw_path) == known_.end()) known_.clear();
   known_[raw_path] = std::move(k);
 }
@@ -582,7 +581,7 @@ void ViewOrigin::Remember(const std::string& raw_path, Known k) {
 Result<RawViewKind> ViewOrigin::KindOf(const std::string& raw_path, const struct stat& raw_st) {
   const OriginIdentity id = IdentityFromStat(raw_st);
   {
-    std::lock_guard<std::mutex> l(known_mu_);
+    MutexLock l(known_mu_);
     auto it = known_.find(raw_path);
     if (it != known_.end() && it->second.identity == id) return it->second.kind;
   }
@@ -849,7 +848,7 @@ Status ViewOrigin::MarkFailed(const std::string& raw_path, const ObjectCache::Op
 }
 
 std::shared_ptr<const ViewLayout> ViewOrigin::LatestLayout(const std::string& path) {
-  std::lock_guard<std::mutex> l(known_mu_);
+  MutexLock l(known_mu_);
   if (EndsWith(path, kNpySuffix)) {
     auto it = known_.find(path.substr(0, path.size() - kNpySuffix.size()));
     if (it != known_.end() && it->second.kind == RawViewKind::kJpeg) return it->second.layout;
@@ -900,7 +899,7 @@ bool ViewOrigin::HasUnreadableRanges(const std::string& path) {
 void ViewOrigin::Expedite(const std::string& path) {
   std::vector<std::shared_ptr<DecodePool::Batch>> raise;
   {
-    std::lock_guard<std::mutex> l(batches_mu_);
+    MutexLock l(batches_mu_);
     auto [a, b] = batches_.equal_range(path);
     for (auto it = a; it != b; ++it) raise.push_back(it->second);
   }
@@ -909,12 +908,12 @@ void ViewOrigin::Expedite(const std::string& path) {
 }
 
 void ViewOrigin::AddBatch(const std::string& path, std::shared_ptr<DecodePool::Batch> batch) {
-  std::lock_guard<std::mutex> l(batches_mu_);
+  MutexLock l(batches_mu_);
   batches_.emplace(path, std::move(batch));
 }
 
 void ViewOrigin::RemoveBatch(const std::string& path, const DecodePool::Batch* batch) {
-  std::lock_guard<std::mutex> l(batches_mu_);
+  MutexLock l(batches_mu_);
   auto [a, b] = batches_.equal_range(path);
   for (auto it = a; it != b; ++it) {
     if (it->second.get() == batch) {

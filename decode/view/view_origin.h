@@ -75,6 +75,7 @@
 #include "decode/view/view_layout.h"
 #include "decode/view/view_options.h"
 #include "decode/view/view_stats.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -177,8 +178,8 @@ class ViewOrigin final : public Origin, public DerivedSource {
   ObjectCache* cache_ = nullptr;  // set by Attach before any file is served
 
   // What this process knows of raw files, by raw path.
-  mutable std::mutex known_mu_;
-  std::unordered_map<std::string, Known> known_;  // GUARDED_BY(known_mu_)
+  mutable Mutex known_mu_;
+  std::unordered_map<std::string, Known> known_ GUARDED_BY(known_mu_);
   // Held while laying out a file: concurrent stats of it scan once.
   std::array<std::mutex, 64> layout_stripes_;
 
@@ -188,13 +189,13 @@ class ViewOrigin final : public Origin, public DerivedSource {
     RecordBytes bytes;
   };
   // Decode batches at work, by view path, for Expedite.
-  std::mutex batches_mu_;
-  std::unordered_multimap<std::string, std::shared_ptr<DecodePool::Batch>>
-      batches_;  // GUARDED_BY(batches_mu_)
+  Mutex batches_mu_;
+  std::unordered_multimap<std::string, std::shared_ptr<DecodePool::Batch>> batches_
+      GUARDED_BY(batches_mu_);
 
-  std::mutex handoff_mu_;
-  std::deque<HandedOffRecord> handed_off_;  // GUARDED_BY(handoff_mu_): oldest first
-  uint64_t handed_off_bytes_ = 0;           // GUARDED_BY(handoff_mu_)
+  Mutex handoff_mu_;
+  std::deque<HandedOffRecord> handed_off_ GUARDED_BY(handoff_mu_);  // oldest first
+  uint64_t handed_off_bytes_ GUARDED_BY(handoff_mu_) = 0;
 };
 
 }  // namespace stoker

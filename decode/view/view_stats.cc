@@ -24,7 +24,7 @@ std::string LineOf(const std::string& file, uint64_t offset, const std::string& 
 
 bool ViewErrorList::Add(const std::string& file, uint64_t offset, const std::string& message) {
   std::string line = LineOf(file, offset, message);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (!AddLocked(line)) return false;
   AppendLocked(line);
   return true;
@@ -42,7 +42,7 @@ bool ViewErrorList::AddLocked(std::string line) {
 
 void ViewErrorList::ForgetFile(const std::string& file) {
   const std::string prefix = file + ": offset ";
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   const size_t before = lines_.size();
   for (auto it = lines_.begin(); it != lines_.end();) {
     if (it->compare(0, prefix.size(), prefix) == 0) {
@@ -56,7 +56,7 @@ void ViewErrorList::ForgetFile(const std::string& file) {
 }
 
 std::string ViewErrorList::Text() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   std::string out;
   for (const std::string& line : lines_) {
     out += line;
@@ -66,7 +66,7 @@ std::string ViewErrorList::Text() const {
 }
 
 size_t ViewErrorList::size() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return lines_.size();
 }
 
@@ -88,7 +88,7 @@ Result<size_t> ViewErrorList::Persist(const std::string& path) {
     text.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   const std::deque<std::string> ours = std::move(lines_);
   lines_.clear();
   seen_.clear();

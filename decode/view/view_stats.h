@@ -14,11 +14,11 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_set>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -59,20 +59,20 @@ class ViewErrorList {
   Result<size_t> Persist(const std::string& path);
 
  private:
-  bool AddLocked(std::string line);
-  void AppendLocked(const std::string& line);
-  void RewriteLocked();
+  bool AddLocked(std::string line) REQUIRES(mu_);
+  void AppendLocked(const std::string& line) REQUIRES(mu_);
+  void RewriteLocked() REQUIRES(mu_);
   // Writes text to path opened with flags (O_APPEND or O_TRUNC); false, and
   // logged once, if it could not.
-  bool WriteLocked(const std::string& path, int flags, const std::string& text);
-  void WriteFailedLocked();
+  bool WriteLocked(const std::string& path, int flags, const std::string& text) REQUIRES(mu_);
+  void WriteFailedLocked() REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::deque<std::string> lines_;         // GUARDED_BY(mu_)
-  std::unordered_set<std::string> seen_;  // GUARDED_BY(mu_)
-  std::string path_;                      // GUARDED_BY(mu_); empty: not persisted
-  size_t file_lines_ = 0;                 // GUARDED_BY(mu_); lines in the file
-  bool write_failed_ = false;             // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::deque<std::string> lines_ GUARDED_BY(mu_);
+  std::unordered_set<std::string> seen_ GUARDED_BY(mu_);
+  std::string path_ GUARDED_BY(mu_);       // empty: not persisted
+  size_t file_lines_ GUARDED_BY(mu_) = 0;  // lines in the file
+  bool write_failed_ GUARDED_BY(mu_) = false;
 };
 
 struct ViewStats {

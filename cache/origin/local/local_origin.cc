@@ -344,7 +344,7 @@ Status LocalOrigin::Error(int code, const char* op, const std::string& path) con
 }
 
 std::shared_ptr<const LocalOrigin::Root> LocalOrigin::CurrentRoot() const {
-  std::lock_guard<std::mutex> l(root_mu_);
+  MutexLock l(root_mu_);
   return root_;
 }
 
@@ -367,12 +367,14 @@ bool LocalOrigin::Reopen(const std::shared_ptr<const Root>& root, int code) {
     return false;
   }
   auto replaced = [&] {
-    std::lock_guard<std::mutex> l(root_mu_);
+    MutexLock l(root_mu_);
     return root_ != root;
   };
   if (replaced()) return true;
-  std::unique_lock<std::mutex> trying(reopen_mu_, std::try_to_lock);
+  std::unique_lock<Mutex> trying(reopen_mu_, std::try_to_lock);
   if (!trying.owns_lock()) return false;  // another thread is at it: fail fast
+  // Held from here on (the analysis does not follow std::unique_lock).
+  reopen_mu_.AssertHeld();
   if (replaced()) return true;
   const int64_t now = MonotonicNs();
   if (last_reopen_ns_ != 0 && now - last_reopen_ns_ < reopen_interval_ns_) return false;
@@ -405,7 +407,7 @@ bool LocalOrigin::Reopen(const std::shared_ptr<const Root>& root, int code) {
     return false;
   }
   {
-    std::lock_guard<std::mutex> l(root_mu_);
+    MutexLock l(root_mu_);
     root_ = std::make_shared<const Root>(fd);
   }
   reopens_++;
@@ -462,7 +464,7 @@ int LocalOrigin::WithParentOfPath(const std::string& path,
 }
 
 void LocalOrigin::NoteDir(const std::string& path, const struct stat& st) {
-  std::lock_guard<std::mutex> l(dirs_mu_);
+  MutexLock l(dirs_mu_);
   auto it = known_dirs_.find(path);
   if (it != known_dirs_.end()) {
     it->second = st;
@@ -472,7 +474,7 @@ void LocalOrigin::NoteDir(const std::string& path, const struct stat& st) {
 }
 
 std::optional<struct stat> LocalOrigin::KnownDir(const std::string& path) const {
-  std::lock_guard<std::mutex> l(dirs_mu_);
+  MutexLock l(dirs_mu_);
   auto it = known_dirs_.find(path);
   if (it == known_dirs_.end()) return std::nullopt;
   return it->second;

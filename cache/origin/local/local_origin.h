@@ -53,7 +53,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -61,6 +60,7 @@
 
 #include "cache/io/io_backend.h"
 #include "cache/origin/origin.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -155,19 +155,19 @@ class LocalOrigin final : public Origin {
   uint64_t first_dev_ = 0;  // the root's st_dev at start (set once, in the constructor)
 
   // Lock order: reopen_mu_ -> root_mu_.
-  mutable std::mutex root_mu_;
-  std::shared_ptr<const Root> root_;  // GUARDED_BY(root_mu_)
+  mutable Mutex root_mu_;
+  std::shared_ptr<const Root> root_ GUARDED_BY(root_mu_);
   // Held by the one thread trying to reopen.
-  std::mutex reopen_mu_;
-  int64_t last_reopen_ns_ = 0;  // GUARDED_BY(reopen_mu_): steady clock
+  Mutex reopen_mu_;
+  int64_t last_reopen_ns_ GUARDED_BY(reopen_mu_) = 0;  // steady clock
   std::atomic<uint64_t> reopens_{0};
   std::shared_ptr<Stalls> stalls_;  // null without a stall timeout
 
   void NoteDir(const std::string& path, const struct stat& st);
   std::optional<struct stat> KnownDir(const std::string& path) const;
-  mutable std::mutex dirs_mu_;
+  mutable Mutex dirs_mu_;
   // At most kMaxKnownDirs; past that, new ones are not noted.
-  std::unordered_map<std::string, struct stat> known_dirs_;  // GUARDED_BY(dirs_mu_)
+  std::unordered_map<std::string, struct stat> known_dirs_ GUARDED_BY(dirs_mu_);
 };
 
 }  // namespace stoker

@@ -161,7 +161,7 @@ Result<std::unique_ptr<AwsCredentialProvider>> AwsCredentialProvider::Make(Geten
   const bool imds_named = !env("AWS_EC2_METADATA_SERVICE_ENDPOINT").empty();
   std::unique_ptr<AwsCredentialProvider> p(new AwsCredentialProvider(kind, getenv, fetch, now));
   {
-    std::lock_guard<std::mutex> l(p->mu_);
+    MutexLock l(p->mu_);
     Status s = p->RefreshLocked();
     if (!s.ok()) return s;
     if (!p->current_.key_id.empty()) return p;
@@ -171,7 +171,7 @@ Result<std::unique_ptr<AwsCredentialProvider>> AwsCredentialProvider::Make(Geten
   // answers, and requests are anonymous (unless the endpoint was named).
   p.reset(new AwsCredentialProvider(Kind::kInstance, std::move(getenv), std::move(fetch),
                                     std::move(now)));
-  std::lock_guard<std::mutex> l(p->mu_);
+  MutexLock l(p->mu_);
   Status s = p->RefreshLocked();
   if (!s.ok()) {
     if (imds_named) return s;
@@ -221,7 +221,7 @@ Status AwsCredentialProvider::RefreshLocked() {
 }
 
 Result<AwsCredentials> AwsCredentialProvider::Get() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   const int64_t now = now_();
   bool refresh = stale_;
   if (kind_ != Kind::kEnvironment && kind_ != Kind::kFile && current_.expires != 0) {
@@ -334,12 +334,12 @@ Result<AwsCredentials> AwsCredentialProvider::FetchWebIdentityLocked() {
 }
 
 void AwsCredentialProvider::Invalidate() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   stale_ = true;
 }
 
 std::string AwsCredentialProvider::source() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return current_.source;
 }
 

@@ -24,11 +24,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -89,25 +89,24 @@ class AwsCredentialProvider {
   enum class Kind { kEnvironment, kWebIdentity, kContainer, kFile, kInstance };
   AwsCredentialProvider(Kind kind, Getenv getenv, Fetch fetch, Clock now)
       : kind_(kind), getenv_(std::move(getenv)), fetch_(std::move(fetch)), now_(std::move(now)) {}
-  // Fetches (container, instance) or reads (file) the keys. REQUIRES: mu_
-  // held.
-  Status RefreshLocked();
-  // The instance's role keys from IMDSv2. REQUIRES: mu_ held.
-  Result<AwsCredentials> FetchInstanceLocked();
-  // The role's keys for the web identity token, from STS. REQUIRES: mu_ held.
-  Result<AwsCredentials> FetchWebIdentityLocked();
+  // Fetches (container, instance) or reads (file) the keys.
+  Status RefreshLocked() REQUIRES(mu_);
+  // The instance's role keys from IMDSv2.
+  Result<AwsCredentials> FetchInstanceLocked() REQUIRES(mu_);
+  // The role's keys for the web identity token, from STS.
+  Result<AwsCredentials> FetchWebIdentityLocked() REQUIRES(mu_);
 
   const Kind kind_;
   const Getenv getenv_;
   const Fetch fetch_;
   const Clock now_;
-  mutable std::mutex mu_;
-  AwsCredentials current_;       // GUARDED_BY(mu_)
-  int64_t fetched_at_ = 0;       // GUARDED_BY(mu_)
-  bool stale_ = false;           // GUARDED_BY(mu_): refused by the server
-  std::string file_stamp_;       // GUARDED_BY(mu_): the file's size and mtime when read
-  int64_t file_checked_at_ = 0;  // GUARDED_BY(mu_)
-  int64_t retry_after_ = 0;      // GUARDED_BY(mu_): a refresh failed; not again before
+  mutable Mutex mu_;
+  AwsCredentials current_ GUARDED_BY(mu_);
+  int64_t fetched_at_ GUARDED_BY(mu_) = 0;
+  bool stale_ GUARDED_BY(mu_) = false;      // refused by the server
+  std::string file_stamp_ GUARDED_BY(mu_);  // the file's size and mtime when read
+  int64_t file_checked_at_ GUARDED_BY(mu_) = 0;
+  int64_t retry_after_ GUARDED_BY(mu_) = 0;  // a refresh failed; not again before
 };
 
 }  // namespace stoker

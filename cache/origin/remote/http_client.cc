@@ -156,7 +156,7 @@ HttpClient::~HttpClient() {
 
 void* HttpClient::Acquire() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (!idle_.empty()) {
       void* h = idle_.back();
       idle_.pop_back();
@@ -170,7 +170,7 @@ void* HttpClient::Acquire() {
 
 void HttpClient::Release(void* handle) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (idle_.size() < kMaxIdleHandles) {
       idle_.push_back(handle);
       return;
@@ -288,7 +288,7 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& req) {
     }
     double u;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
     }
     uint64_t wait = options_.retry.DelayMs(attempt, u);

@@ -29,13 +29,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cache/origin/origin_backoff.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -132,9 +132,9 @@ class HttpClient : public std::enable_shared_from_this<HttpClient> {
 
   const Options options_;
   OriginBackoff backoff_;
-  std::mutex mu_;
-  std::vector<void*> idle_;  // GUARDED_BY(mu_): CURL* kept with their connections
-  std::mt19937_64 rng_;      // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<void*> idle_ GUARDED_BY(mu_);  // CURL* kept with their connections
+  std::mt19937_64 rng_ GUARDED_BY(mu_);
 };
 
 // The errno for an HTTP answer that is not a success: 404/410 ENOENT,

@@ -38,7 +38,7 @@ ListingCache::ListingCache(uint64_t ttl_seconds, size_t max_dirs)
     : ttl_(static_cast<int64_t>(ttl_seconds)), max_dirs_(max_dirs) {}
 
 ListingCache::Listing ListingCache::Get(const std::string& dir, bool stale) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = dirs_.find(dir);
   if (it == dirs_.end()) return nullptr;
   if (!stale && Clock::now() - it->second.at >= ttl_) return nullptr;
@@ -46,7 +46,7 @@ ListingCache::Listing ListingCache::Get(const std::string& dir, bool stale) {
 }
 
 void ListingCache::NoteDir(const std::string& path) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (known_dirs_.size() >= max_dirs_ * 16) known_dirs_.clear();
   known_dirs_[path] = true;
 }
@@ -63,7 +63,7 @@ Result<ListingCache::Listing> ListingCache::ListOrKept(
 bool ListingCache::KnownDir(const std::string& path) {
   if (path.empty()) return true;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (known_dirs_.count(path)) return true;
   }
   Listing parent = Get(ParentOf(path), true);
@@ -77,7 +77,7 @@ bool ListingCache::KnownDir(const std::string& path) {
 
 void ListingCache::Put(const std::string& dir, Listing listing) {
   if (max_dirs_ == 0) return;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = dirs_.find(dir);
   if (it != dirs_.end()) {
     lru_.erase(it->second.lru);

@@ -21,12 +21,12 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "cache/origin/origin_backoff.h"
+#include "util/mutex.h"
 #include "util/path.h"
 #include "util/status.h"
 
@@ -76,10 +76,10 @@ class ListingCache {
   };
   const std::chrono::seconds ttl_;
   const size_t max_dirs_;
-  std::mutex mu_;
-  std::unordered_map<std::string, Kept> dirs_;        // GUARDED_BY(mu_)
-  std::list<std::string> lru_;                        // GUARDED_BY(mu_), newest first
-  std::unordered_map<std::string, bool> known_dirs_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<std::string, Kept> dirs_ GUARDED_BY(mu_);
+  std::list<std::string> lru_ GUARDED_BY(mu_);  // newest first
+  std::unordered_map<std::string, bool> known_dirs_ GUARDED_BY(mu_);
 };
 
 }  // namespace stoker
