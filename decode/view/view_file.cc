@@ -1,0 +1,393 @@
+// ViewFile: see decode/view/view_file.h.
+#include "decode/view/view_file.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "cache/worker_pool.h"
+#include "decode/tfrecord/tfrecord.h"
+#include "decode/tfrecord/tfrecord_compressed.h"
+#include "decode/view/cached_byte_source.h"
+#include "decode/view/view_producer.h"
+#include "util/log.h"
+
+namespace stoker {
+
+bool IsWorldError(int code) {
+  return IsOriginUnavailable(code) || code == ECANCELED || code == EACCES || code == EPERM ||
+         code == ENOENT;
+}
+
+DecodePriority CurrentDecodePriority() {
+  std::optional<WorkerPool::Priority> p = WorkerPool::CurrentPriority();
+  if (!p) return DecodePriority::kReader;
+  return *p == WorkerPool::Priority::kHigh ? DecodePriority::kReadahead : DecodePriority::kWarm;
+}
+
+TfRecordCompression CompressionOf(RawViewKind kind) {
+  switch (kind) {
+    case RawViewKind::kGzipTfRecord:
+      return TfRecordCompression::kGzip;
+    case RawViewKind::kZlibTfRecord:
+      return TfRecordCompression::kZlib;
+    default:
+      return TfRecordCompression::kNone;
+  }
+}
+
+namespace {
+
+// Produced records an open view file keeps for the next read (the record a
+// cache chunk boundary cuts through is produced once, not twice).
+constexpr size_t kKeptRecords = 4;
+constexpr uint64_t kKeptBytes = 64ull << 20;
+// A JPEG file is decoded whole, from memory: larger ones do not decode.
+constexpr uint64_t kMaxJpegFileBytes = 1ull << 30;
+
+// One open view file: produces the bytes of [off, off + len) from the raw
+// file (read through the cache) by decoding the records the range covers.
+class ViewFile final : public OriginFile {
+ public:
+  // Produced bytes (a record, an image), in the pool's reused buffers.
+  using Bytes = OutputBuffers::Buffer;
+  using Parts = ViewFileParts;
+  explicit ViewFile(Parts p)
+      : p_(std::move(p)),
+        src_(p_.cache, p_.raw.file, static_cast<uint64_t>(p_.raw.st.st_size),
+             &p_.stats->counters.raw_bytes_read) {}
+
+  Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {
+    const ViewLayout& l = *p_.layout;
+    if (off >= l.size || len == 0) return size_t{0};
+    len = static_cast<size_t>(std::min<uint64_t>(len, l.size - off));
+    Status s = l.kind == ViewKind::kNpy ? ReadNpy(static_cast<char*>(buf), len, off)
+                                        : ReadTfRecord(static_cast<char*>(buf), len, off);
+    if (!s.ok()) {
+      p_.stats->counters.failed_reads++;
+      return s;
+    }
+    return len;
+  }
+  Result<OriginIdentity> Identity() override { return p_.identity; }
+
+ private:
+  // A production failure of data that laid out fine (a JPEG corrupt past
+  // its header, a raw record that changed): listed, and EIO to the reader.
+  Status DataError(uint64_t in_offset, const Status& why) {
+    if (IsWorldError(why.code())) return why;
+    if (p_.stats->errors.Add(p_.view_path, in_offset, why.message())) {
+      p_.stats->counters.errors++;
+      LOG_WARN("view file '{}': raw offset {} does not decode ({}); reads of it fail with EIO",
+               p_.view_path, in_offset, why.message());
+    }
+    return Status::IOError(p_.view_path + ": offset " + std::to_string(in_offset) +
+                           " does not decode: " + why.message());
+  }
+  static constexpr size_t kWholeFile = SIZE_MAX;
+  Status MarkFailed(size_t record, const Status& why) {
+    Status s = p_.owner->MarkFailed(p_.raw_path, p_.raw, p_.kind, *p_.layout, record, why);
+    if (!s.ok()) LOG_WARN("recording that '{}' does not decode: {}", p_.view_path, s.message());
+    return s;
+  }
+
+  Status ReadNpy(char* buf, size_t len, uint64_t off) {
+    const ViewLayout& l = *p_.layout;
+    if (l.npy_failed()) {
+      std::memset(buf, 0, len);  // CheckRead refuses every range of it
+      return Status::OK();
+    }
+    std::shared_ptr<const Bytes> image;
+    {
+      MutexLock g(mu_);
+      image = npy_;
+    }
+    if (!image) {
+      RegisteredBatch batch(p_.owner, p_.path);
+      if (src_.size() > kMaxJpegFileBytes) {
+        return DataError(0, Status::Error(EFBIG, "jpeg file of " + std::to_string(src_.size()) +
+                                                     " bytes is too large to decode"));
+      }
+      std::string jpeg(src_.size(), '\0');
+      STOKER_RETURN_IF_ERROR(ReadExactly(src_, jpeg.data(), jpeg.size(), 0, "jpeg"));
+      // A read of the whole file (one cache chunk) takes it straight in.
+      const bool whole = off == 0 && len == l.size;
+      std::shared_ptr<Bytes> out = whole ? nullptr : p_.pool->buffers().Take(l.size);
+      char* to = whole ? buf : out->data();
+      std::vector<DecodePool::Job> jobs;
+      jobs.push_back([&] {
+        return ProduceNpyView(l, jpeg, p_.options, *p_.decoder, reinterpret_cast<uint8_t*>(to),
+                              l.size);
+      });
+      std::vector<Status> st =
+          p_.pool->RunAll(batch.get(), CurrentDecodePriority(), std::move(jobs));
+      if (!st[0].ok()) {
+        Status e = DataError(0, st[0]);
+        if (IsWorldError(st[0].code()) || !MarkFailed(kWholeFile, st[0]).ok()) return e;
+        std::memset(buf, 0, len);  // failed for good: CheckRead refuses it from now on
+        return Status::OK();
+      }
+      p_.stats->counters.images_decoded++;
+      p_.stats->counters.decoded_bytes += l.size;
+      if (whole) return Status::OK();
+      image = out;
+    }
+    std::memcpy(buf, image->data() + off, len);
+    MutexLock g(mu_);
+    // Kept for the next piece of this image, until a read reaches its end.
+    npy_ = off + len >= l.size ? nullptr : image;
+    return Status::OK();
+  }
+
+  // The raw payloads of records idx (ascending), CRCs checked.
+  Status RawPayloads(const std::vector<size_t>& idx, std::vector<std::string>* out) {
+    const ViewLayout& l = *p_.layout;
+    out->assign(idx.size(), std::string());
+    const TfRecordCompression c = CompressionOf(p_.kind);
+    if (c == TfRecordCompression::kNone) {
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const ViewRecord& r = l.records[idx[k]];
+        auto payload = ReadTfRecordAt(src_, r.in_offset);
+        if (!payload.ok()) return DataError(r.in_offset, payload.status());
+        (*out)[k] = std::move(payload).value();
+      }
+      return Status::OK();
+    }
+    // A compressed stream reads only from its start; a sequential reader
+    // goes on from where the previous read of this file stopped.
+    MutexLock g(z_mu_);
+    if (!z_ || l.records[idx[0]].in_offset < z_next_) {
+      z_ = std::make_unique<CompressedTfRecordReader>(&src_, c);
+      z_next_ = 0;
+    }
+    TfRecordExtent extent;
+    std::string payload;
+    size_t k = 0;
+    while (k < idx.size()) {
+      auto got = z_->Next(&extent, &payload);
+      const uint64_t want = l.records[idx[k]].in_offset;
+      if (!got.ok()) {
+        if (!z_->framing_intact() || extent.offset == want) {
+          z_.reset();
+          return DataError(want, got.status());
+        }
+        z_next_ = extent.end();
+        continue;
+      }
+      if (!*got) {
+        z_.reset();
+        return DataError(want, Status::Corruption("compressed TFRecord ended early"));
+      }
+      z_next_ = extent.end();
+      if (extent.offset == want) (*out)[k++] = std::move(payload);
+    }
+    return Status::OK();
+  }
+
+  // A record another read of this file is producing now (prefetch reads
+  // neighbouring chunks at once, and a record may straddle them): waited
+  // for, not decoded twice.
+  struct Pending {
+    explicit Pending(std::shared_ptr<DecodePool::Batch> b) : batch(std::move(b)) {}
+    const std::shared_ptr<DecodePool::Batch> batch;  // what produces it: a waiter raises it
+    Mutex mu;
+    CondVar cv;
+    bool done GUARDED_BY(mu) = false;
+    Status status GUARDED_BY(mu);                       // a failure of the world
+    std::shared_ptr<const Bytes> bytes GUARDED_BY(mu);  // null = reads as zeros
+  };
+
+  // Completes the Pendings of the records a read produces, whatever path
+  // it leaves by (unset results read as the read's own failure).
+  class Producing {
+   public:
+    explicit Producing(ViewFile* f) : f_(f) {}
+    ~Producing() { Finish(Status::IOError("another read of this view file failed")); }
+    void Add(size_t idx, std::shared_ptr<Pending> p) { mine_.emplace_back(idx, std::move(p)); }
+    void Set(size_t idx, std::shared_ptr<const Bytes> bytes) { results_[idx] = bytes; }
+    void Finish(const Status& failed) {
+      if (mine_.empty()) return;
+      {
+        MutexLock g(f_->mu_);
+        for (const auto& [idx, p] : mine_) f_->inflight_.erase(idx);
+      }
+      for (const auto& [idx, p] : mine_) {
+        MutexLock g(p->mu);
+        auto it = results_.find(idx);
+        if (it != results_.end()) {
+          p->bytes = it->second;
+        } else {
+          p->status = failed;
+        }
+        p->done = true;
+        p->cv.notify_all();
+      }
+      mine_.clear();
+    }
+
+   private:
+    ViewFile* const f_;
+    std::vector<std::pair<size_t, std::shared_ptr<Pending>>> mine_;
+    std::map<size_t, std::shared_ptr<const Bytes>> results_;
+  };
+
+  Status ReadTfRecord(char* buf, size_t len, uint64_t off) {
+    const ViewLayout& l = *p_.layout;
+    auto [first, last] = l.RecordsOverlapping(off, len);
+    const uint64_t end = off + len;
+    std::vector<std::shared_ptr<const Bytes>> produced(last - first);
+    // A record wholly inside this read is produced straight into buf (no
+    // buffer, no copy); only this read wants it (the cache reads each chunk
+    // once), so it is not offered to others. Records the read cuts go into
+    // a pooled buffer, offered to concurrent reads and kept for the next.
+    std::vector<char> direct(last - first, 0);
+    std::vector<size_t> need;
+    std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
+    RegisteredBatch batch(p_.owner, p_.path);
+    Producing producing(this);
+    {
+      MutexLock g(mu_);
+      for (size_t i = first; i < last; ++i) {
+        const ViewRecord& r = l.records[i];
+        if (r.kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
+        auto it = kept_.find(i);
+        ViewOrigin::RecordBytes handed;
+        if (it != kept_.end()) {
+          produced[i - first] = it->second;
+        } else if (r.out_offset < off && (handed = p_.owner->HandedOff(p_.layout, i))) {
+          produced[i - first] = std::move(handed);  // cut by another open's read
+        } else if (auto in = inflight_.find(i); in != inflight_.end()) {
+          others.emplace_back(i, in->second);
+        } else if (r.out_offset >= off && r.out_end() <= end) {
+          need.push_back(i);
+          direct[i - first] = 1;
+        } else {
+          need.push_back(i);
+          auto p = std::make_shared<Pending>(batch.get());
+          inflight_[i] = p;
+          producing.Add(i, std::move(p));
+        }
+      }
+    }
+    if (!need.empty()) {
+      std::vector<std::string> payloads;
+      Status raw = RawPayloads(need, &payloads);
+      if (!raw.ok()) {
+        producing.Finish(raw);
+        return raw;
+      }
+      std::vector<std::shared_ptr<Bytes>> outs(need.size());
+      std::vector<DecodePool::Job> jobs;
+      for (size_t k = 0; k < need.size(); ++k) {
+        const ViewRecord* r = &l.records[need[k]];
+        char* to = buf + (r->out_offset - off);
+        if (!direct[need[k] - first]) {
+          outs[k] = p_.pool->buffers().Take(r->out_size);  // reused, not zeroed
+          to = outs[k]->data();
+        }
+        jobs.push_back([this, &payloads, k, r, to] {
+          return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, *p_.decoder,
+                                           reinterpret_cast<uint8_t*>(to), r->out_size);
+        });
+      }
+      std::vector<Status> st =
+          p_.pool->RunAll(batch.get(), CurrentDecodePriority(), std::move(jobs));
+      for (size_t k = 0; k < need.size(); ++k) {
+        const ViewRecord& r = l.records[need[k]];
+        if (!st[k].ok()) {
+          // Its neighbours in this chunk stay readable: the record reads as
+          // zeros here, and its layout entry becomes kFailed (so EIO) first.
+          Status e = DataError(r.in_offset, st[k]);
+          if (IsWorldError(st[k].code()) || !MarkFailed(need[k], st[k]).ok()) {
+            producing.Finish(e);
+            return e;
+          }
+          if (direct[need[k] - first]) {
+            direct[need[k] - first] = 0;  // produced is null: zeros below
+          } else {
+            producing.Set(need[k], nullptr);
+          }
+          continue;
+        }
+        p_.stats->counters.records_decoded++;
+        p_.stats->counters.decoded_bytes += r.out_size;
+        if (direct[need[k] - first]) continue;
+        produced[need[k] - first] = outs[k];
+        producing.Set(need[k], outs[k]);
+      }
+      // Records cut by the end of this read are kept before they leave
+      // inflight_: a read of the next chunk that starts in between finds
+      // them in one or the other, and does not decode them again.
+      MutexLock g(mu_);
+      for (size_t i : need) {
+        const ViewRecord& r = l.records[i];
+        if (produced[i - first] != nullptr && r.out_end() > end && r.out_size <= kKeptBytes) {
+          kept_[i] = produced[i - first];
+        }
+      }
+    }
+    producing.Finish(Status::OK());
+    // Only now, having produced ours: two reads waiting on each other's
+    // records both get there.
+    // Whoever produces them may do it at a lower priority (a prefetch's,
+    // a warm's): not behind all the other work of that priority.
+    for (const auto& [i, p] : others) p_.pool->Raise(*p->batch, CurrentDecodePriority());
+    for (const auto& [i, p] : others) {
+      MutexLock g(p->mu);
+      while (!p->done) p->cv.Wait(p->mu);
+      if (!p->status.ok()) return p->status;
+      produced[i - first] = p->bytes;  // null: failed for good, reads as zeros
+    }
+    MutexLock g(mu_);
+    for (size_t i = first; i < last; ++i) {
+      const ViewRecord& r = l.records[i];
+      const uint64_t a = std::max(off, r.out_offset);
+      const uint64_t b = std::min(end, r.out_end());
+      if (direct[i - first]) {
+        kept_.erase(i);
+        continue;  // already in place
+      }
+      if (r.kind == ViewRecordKind::kFailed || produced[i - first] == nullptr) {
+        std::memset(buf + (a - off), 0, b - a);
+        continue;
+      }
+      std::memcpy(buf + (a - off), produced[i - first]->data() + (a - r.out_offset), b - a);
+      // Cut by the end of this read: the next read (the next chunk) wants
+      // it, in this open or, after a directory prefetch, in another.
+      if (r.out_end() > end && r.out_size <= kKeptBytes) {
+        kept_[i] = produced[i - first];
+        p_.owner->HandOff(p_.layout, i, produced[i - first]);
+      } else {
+        kept_.erase(i);
+      }
+    }
+    uint64_t kept_bytes = 0;
+    for (const auto& [idx, bytes] : kept_) kept_bytes += bytes->size();
+    while (!kept_.empty() && (kept_.size() > kKeptRecords || kept_bytes > kKeptBytes)) {
+      kept_bytes -= kept_.begin()->second->size();
+      kept_.erase(kept_.begin());
+    }
+    return Status::OK();
+  }
+
+  const Parts p_;
+  CachedByteSource src_;
+  Mutex mu_;
+  std::map<size_t, std::shared_ptr<const Bytes>> kept_ GUARDED_BY(mu_);
+  std::map<size_t, std::shared_ptr<Pending>> inflight_ GUARDED_BY(mu_);
+  std::shared_ptr<const Bytes> npy_ GUARDED_BY(mu_);
+  // Compressed files: where the last read's inflating stopped.
+  Mutex z_mu_;
+  std::unique_ptr<CompressedTfRecordReader> z_ GUARDED_BY(z_mu_);
+  uint64_t z_next_ GUARDED_BY(z_mu_) = 0;  // next frame's offset
+};
+
+}  // namespace
+
+std::unique_ptr<OriginFile> OpenViewFile(ViewFileParts parts) {
+  return std::make_unique<ViewFile>(std::move(parts));
+}
+
+}  // namespace stoker
