@@ -565,106 +565,121 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
       if (b != nullptr && b->unreachable()) return OpenHeldUnlocked(path);
     }
   }
-  const int64_t now = RealtimeNs();
-  auto fresh = [&](int64_t validated) { return ValidatedWithinWindow(validated); };
-  auto fail = [&](Status s) -> Result<Opened> {
-    counters_.errors++;
-    return s;
-  };
-
-  std::optional<ObjectEntry> entry;
+  OpenLookup l;
   {
-    MutexLock l(objects_mu_);
+    MutexLock lock(objects_mu_);
     auto it = objects_.find(path);
-    if (it != objects_.end()) entry = it->second;
+    if (it != objects_.end()) l.entry = it->second;
   }
-  bool changed = false;
-  auto finish = [&]() -> Result<Opened> {
-    Opened o;
-    if (changed) entry->change_unannounced = true;
-    if (who == Opener::kFs) {
-      o.changed = entry->change_unannounced;
-      o.keep_cache = !o.changed && entry->seen;
-      entry->seen = true;
-      entry->change_unannounced = false;
-    }
-    o.st = entry->version->st;
-    const bool derived = derived_->IsDerived(path);
-    o.content_tag = ContentTag(*entry->version, derived);
-    o.file = std::make_shared<OpenFileState>(
-        entry->version, std::make_shared<OriginHandle>(origin_, path),
-        std::make_shared<Readahead>(readahead_budget_), derived);
-    MutexLock l(objects_mu_);
-    objects_[path] = *entry;
-    if (objects_.size() > options_.max_object_entries) TrimObjects();
-    return o;
-  };
   // Not in the index (its disk was full): the origin is asked again and the
   // version recorded, and cached, as soon as there is room. What the index
   // holds for the path is older (or nothing): it must not stand for it.
-  const bool unrecorded = entry && entry->version->uncached;
-  if (unrecorded) entry.reset();
-  if (entry && !force && fresh(entry->rec.validated_ns) && !entry->version->changed_at_origin) {
-    return finish();
+  l.unrecorded = l.entry && l.entry->version->uncached;
+  if (l.unrecorded) l.entry.reset();
+  if (l.entry && !force && ValidatedWithinWindow(l.entry->rec.validated_ns) &&
+      !l.entry->version->changed_at_origin) {
+    return FinishOpen(path, who, std::move(*l.entry), /*changed=*/false);
   }
+  if (Status s = LookUpRecord(path, &l); !s.ok()) return FailOpen(s);
+  if (!force) {
+    if (std::optional<ObjectEntry> held = HeldWithoutAsking(path, l)) {
+      return FinishOpen(path, who, std::move(*held), /*changed=*/false);
+    }
+  }
+  bool changed = false;
+  Result<ObjectEntry> revalidated = Revalidate(path, l, &changed);
+  if (!revalidated.ok()) return FailOpen(revalidated.status());
+  return FinishOpen(path, who, std::move(revalidated).value(), changed);
+}
 
-  std::optional<ObjectRecord> known;
-  // The index's record is of another derivation: it is replaced below (a
-  // new version), never served.
-  bool other = false;
-  if (entry) {
-    known = entry->rec;
-  } else {
-    auto r = index_->GetObject(path);
-    if (r.ok()) {
-      known = *r;
-      other = known && OtherDerivation(path, *known);
-    } else if (r.status().code() == EBADMSG) {
-      // Its chunks become unreachable and leave through eviction.
-      LOG_WARN("dropping undecodable index record of '{}': {}", path, r.status().message());
-      (void)index_->DeleteRaw(ObjectKey(path));
-    } else {
-      return fail(r.status());
-    }
-    if (known && !force && !unrecorded && !other && fresh(known->validated_ns)) {
-      entry = ObjectEntry{*known, MakeVersion(path, *known), false};
-      return finish();
-    }
-  }
+Status ObjectCacheImpl::FailOpen(const Status& s) {
+  counters_.errors++;
+  return s;
+}
 
-  if (known && !force && !unrecorded && !other && !(entry && entry->version->changed_at_origin)) {
-    std::shared_ptr<ObjectVersion> held = entry ? entry->version : MakeVersion(path, *known);
-    if (OriginBackingOff(*held)) {
-      counters_.revalidations_skipped++;
-      if (!entry) entry = ObjectEntry{*known, held, false};
-      return finish();
-    }
+ObjectCache::Opened ObjectCacheImpl::FinishOpen(const std::string& path, Opener who,
+                                                ObjectEntry entry, bool changed) {
+  Opened o;
+  if (changed) entry.change_unannounced = true;
+  if (who == Opener::kFs) {
+    o.changed = entry.change_unannounced;
+    o.keep_cache = !o.changed && entry.seen;
+    entry.seen = true;
+    entry.change_unannounced = false;
   }
+  o.st = entry.version->st;
+  const bool derived = derived_->IsDerived(path);
+  o.content_tag = ContentTag(*entry.version, derived);
+  o.file =
+      std::make_shared<OpenFileState>(entry.version, std::make_shared<OriginHandle>(origin_, path),
+                                      std::make_shared<Readahead>(readahead_budget_), derived);
+  MutexLock l(objects_mu_);
+  objects_[path] = std::move(entry);
+  if (objects_.size() > options_.max_object_entries) TrimObjects();
+  return o;
+}
+
+Status ObjectCacheImpl::LookUpRecord(const std::string& path, OpenLookup* l) {
+  if (l->entry) {
+    l->known = l->entry->rec;
+    return Status::OK();
+  }
+  auto r = index_->GetObject(path);
+  if (r.ok()) {
+    l->known = *r;
+    // The index's record is of another derivation: it is replaced (a new
+    // version), never served.
+    l->other = l->known && OtherDerivation(path, *l->known);
+    return Status::OK();
+  }
+  if (r.status().code() != EBADMSG) return r.status();
+  // Its chunks become unreachable and leave through eviction.
+  LOG_WARN("dropping undecodable index record of '{}': {}", path, r.status().message());
+  (void)index_->DeleteRaw(ObjectKey(path));
+  return Status::OK();
+}
+
+std::optional<ObjectCacheImpl::ObjectEntry> ObjectCacheImpl::HeldWithoutAsking(
+    const std::string& path, const OpenLookup& l) {
+  if (!l.known || l.unrecorded || l.other) return std::nullopt;
+  // Validated within --revalidate by an earlier process (the index says).
+  if (!l.entry && ValidatedWithinWindow(l.known->validated_ns)) {
+    return ObjectEntry{*l.known, MakeVersion(path, *l.known), false};
+  }
+  if (l.entry && l.entry->version->changed_at_origin) return std::nullopt;
+  std::shared_ptr<ObjectVersion> held = l.entry ? l.entry->version : MakeVersion(path, *l.known);
+  if (!OriginBackingOff(*held)) return std::nullopt;
+  counters_.revalidations_skipped++;
+  return l.entry ? *l.entry : ObjectEntry{*l.known, held, false};
+}
+
+Result<ObjectCacheImpl::ObjectEntry> ObjectCacheImpl::Revalidate(const std::string& path,
+                                                                 OpenLookup& l, bool* changed) {
+  const int64_t now = RealtimeNs();
   counters_.revalidations++;
   auto st = origin_->Stat(path);
   if (!st.ok()) {
     int code = st.status().code();
     bool unavailable = IsOriginUnavailable(code);
     if (unavailable) counters_.origin_errors++;
-    if (unavailable && known && !other) {
+    if (unavailable && l.known && !l.other) {
       LOG_WARN("origin unreachable for '{}' ({}); serving the cached version", path,
                st.status().message());
-      if (!entry) entry = ObjectEntry{*known, MakeVersion(path, *known), false};
-      return finish();
+      return l.entry ? *l.entry : ObjectEntry{*l.known, MakeVersion(path, *l.known), false};
     }
-    if (code == ENOENT && known) {
-      VersionKey old{known->object_id, known->version};
+    if (code == ENOENT && l.known) {
+      VersionKey old{l.known->object_id, l.known->version};
       Status s = index_->DeleteObject(path, old);
       if (!s.ok()) LOG_WARN("forgetting deleted '{}': {}", path, s.message());
-      Supersede(entry ? entry->version : nullptr, old);
-      MutexLock l(objects_mu_);
+      Supersede(l.entry ? l.entry->version : nullptr, old);
+      MutexLock lock(objects_mu_);
       objects_.erase(path);
     }
-    return fail(st.status());
+    return st.status();
   }
   if (!S_ISREG(st->st_mode)) {
     int code = S_ISDIR(st->st_mode) ? EISDIR : (S_ISLNK(st->st_mode) ? ELOOP : EINVAL);
-    return fail(Status::Error(code, "origin '" + path + "' is not a regular file"));
+    return Status::Error(code, "origin '" + path + "' is not a regular file");
   }
 
   OriginIdentity id = IdentityFromStat(*st);
@@ -675,41 +690,34 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
   // Against where this process last saw the version, if it did (it may
   // have moved since the record was written).
   const bool same =
-      entry ? entry->version->AtOrigin(id) : (known && SameContent(known->identity, id));
+      l.entry ? l.entry->version->AtOrigin(id) : (l.known && SameContent(l.known->identity, id));
   if (same) {
-    rec.object_id = known->object_id;
-    rec.version = known->version;
+    rec.object_id = l.known->object_id;
+    rec.version = l.known->version;
     Status s = index_->UpdateObject(path, rec);
     if (!s.ok()) LOG_WARN("recording revalidation of '{}': {}", path, s.message());
-    if (entry) {
-      entry->rec = rec;
-      entry->version->changed_at_origin = false;
-    } else {
-      entry = ObjectEntry{rec, MakeVersion(path, rec), false};
-    }
-  } else if (known) {
-    VersionKey old{known->object_id, known->version};
-    rec.object_id = known->object_id;
-    rec.version = known->version + 1;
+    if (!l.entry) return ObjectEntry{rec, MakeVersion(path, rec), false};
+    l.entry->rec = rec;
+    l.entry->version->changed_at_origin = false;
+    return *l.entry;
+  }
+  if (l.known) {
+    VersionKey old{l.known->object_id, l.known->version};
+    rec.object_id = l.known->object_id;
+    rec.version = l.known->version + 1;
     Status s = index_->ReplaceObject(path, rec, old);
-    if (!s.ok() && s.code() != ENOSPC) return fail(s);
+    if (!s.ok() && s.code() != ENOSPC) return s;
     counters_.origin_changes++;
     LOG_INFO("origin file '{}' changed; caching version {}", path, rec.version);
-    Supersede(entry ? entry->version : nullptr, old);
-    entry = s.ok() ? ObjectEntry{rec, MakeVersion(path, rec), false} : UncachedEntry(path, rec, s);
-    changed = true;
-  } else {
-    rec.version = 1;
-    auto created = index_->CreateObject(path, rec);
-    if (created.ok()) {
-      entry = ObjectEntry{*created, MakeVersion(path, *created), false};
-    } else if (created.status().code() == ENOSPC) {
-      entry = UncachedEntry(path, rec, created.status());
-    } else {
-      return fail(created.status());
-    }
+    Supersede(l.entry ? l.entry->version : nullptr, old);
+    *changed = true;
+    return s.ok() ? ObjectEntry{rec, MakeVersion(path, rec), false} : UncachedEntry(path, rec, s);
   }
-  return finish();
+  rec.version = 1;
+  auto created = index_->CreateObject(path, rec);
+  if (created.ok()) return ObjectEntry{*created, MakeVersion(path, *created), false};
+  if (created.status().code() == ENOSPC) return UncachedEntry(path, rec, created.status());
+  return created.status();
 }
 
 nlohmann::json ObjectCacheImpl::Stats() {

@@ -254,7 +254,30 @@ class ObjectCacheImpl final : public ObjectCache {
   // Who opens: fs/ (a reader), or the cache itself (warm, prefetch), which
   // must neither report a change nor claim the kernel holds pages.
   enum class Opener { kFs, kBackground };
+  // Under the path's stripe lock: this process's entry, else the index's
+  // record; either given as it is (HeldWithoutAsking) or revalidated with
+  // the origin (Revalidate); FinishOpen makes the Opened and keeps the entry.
   Result<Opened> OpenAs(const std::string& path, bool force_revalidate, Opener who);
+  // What OpenAs knows of a path before asking the origin.
+  struct OpenLookup {
+    std::optional<ObjectEntry> entry;   // this process's (none if unrecorded)
+    std::optional<ObjectRecord> known;  // the entry's record, else the index's
+    bool unrecorded = false;            // the entry was not in the index (disk full)
+    bool other = false;                 // known is another derivation's: never served
+  };
+  // Fills l->known from the index where l has no entry (an undecodable
+  // record is dropped: nothing known).
+  Status LookUpRecord(const std::string& path, OpenLookup* l);
+  // The entry to give without asking the origin: validated within
+  // --revalidate by an earlier process, or held while the origin backs off
+  // (counts revalidations_skipped); nullopt: ask.
+  std::optional<ObjectEntry> HeldWithoutAsking(const std::string& path, const OpenLookup& l);
+  // Asks the origin: the same version (revalidated), a changed one (a new
+  // version; *changed), a new file, or what is held while it is
+  // unreachable; ENOENT forgets the path.
+  Result<ObjectEntry> Revalidate(const std::string& path, OpenLookup& l, bool* changed);
+  Opened FinishOpen(const std::string& path, Opener who, ObjectEntry entry, bool changed);
+  Status FailOpen(const Status& s);
   // Whether v, held whole, is to be given without asking the origin
   // (Origin::backoff()).
   bool OriginBackingOff(const ObjectVersion& v);
