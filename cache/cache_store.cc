@@ -105,20 +105,11 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   }
   const ChunkKey key{v->key.object_id, v->key.version, idx};
   const uint64_t alloc = AllocatedBytes(bytes.len);
-  // A full quota is the steady state of a cache smaller than its dataset;
-  // a full filesystem is worth one warning.
-  auto not_cached = [&](const char* why) {
-    counters_.chunks_not_cached++;
-    if (!logged_no_space_.exchange(true)) {
-      LOG_WARN("serving from the origin without caching: {}", why);
-    }
-    return false;
-  };
   // Claimed until the write is done; the claim itself is counted below.
   DiskClaim claim(disk_claimed_, alloc);
   // The evictor measures the disk each round, and gives the reserve back if
   // others took it.
-  if (FreeSpaceLow(0)) return not_cached("the cache filesystem is low on free space");
+  if (FreeSpaceLow(0)) return NotCached("the cache filesystem is low on free space");
   RefreshIndexBytes();
   if (!quota_.TryReserve(alloc)) {
     counters_.chunks_not_cached++;
@@ -138,38 +129,66 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
     quota_.Release(alloc);
     return false;
   }
-  auto done = [&](bool committed, bool present) {
-    if (committed) {
-      quota_.Commit(alloc);
-    } else {
-      quota_.Release(alloc);
-    }
-    resident_->Unpin(key);
-    return present;
-  };
+  bool present = false;
+  bool committed = false;
+  bool wrote = false;
   auto existing = index_->GetChunk(key);
-  if (!existing.ok()) return done(false, false);
-  if (verified) return done(false, true);
-  if (*existing) {
-    // A record this process has not verified: its bytes may be bad ones that
-    // a reader found and could not drop yet (we were pinning). Ours are good
-    // and match it: put them in place and mark the chunk verified, which
-    // makes that reader's drop a no-op.
-    const SlotRef slot = (*existing)->slot;
-    if ((*existing)->len == bytes.len && SlotFits(*v, slot) &&
-        (*existing)->xxh3 == ChunkChecksum(bytes.data.get(), bytes.len)) {
-      const ChunkPlace place = PlaceOf(key, slot, chunk_size_);
-      auto file = BeginChunkWrite(*v, place);
-      if (file.ok()) {
-        if (WriteData(**file, bytes, place.off).ok()) resident_->MarkVerified(key, slot);
-        store_->EndWrite(v->key);
-      }
-    }
-    return done(false, true);
+  if (!existing.ok()) {
+    present = false;
+  } else if (verified) {
+    present = true;
+  } else if (*existing) {
+    RewriteUnverified(*v, key, **existing, bytes);
+    present = true;
+  } else {
+    wrote = true;
+    committed = WriteNewChunk(v, key, bytes, alloc, tick);
+    present = committed;
   }
+  if (committed) {
+    quota_.Commit(alloc);
+  } else {
+    quota_.Release(alloc);
+  }
+  resident_->Unpin(key);
+  if (wrote && quota_.AboveHigh()) KickEvictor();
+  return present;
+}
 
-  // A slab write takes its slot with its intent, so the file to write is
-  // known only then; a version's own file is opened first.
+bool ObjectCacheImpl::NotCached(const char* why) {
+  // A full quota is the steady state of a cache smaller than its dataset;
+  // a full filesystem is worth one warning.
+  counters_.chunks_not_cached++;
+  if (!logged_no_space_.exchange(true)) {
+    LOG_WARN("serving from the origin without caching: {}", why);
+  }
+  return false;
+}
+
+void ObjectCacheImpl::RewriteUnverified(const ObjectVersion& v, const ChunkKey& key,
+                                        const ChunkRecord& existing, const ChunkBytes& bytes) {
+  // A record this process has not verified: its bytes may be bad ones that
+  // a reader found and could not drop yet (we were pinning). Ours are good
+  // and match it: put them in place and mark the chunk verified, which
+  // makes that reader's drop a no-op.
+  const SlotRef slot = existing.slot;
+  if (existing.len != bytes.len || !SlotFits(v, slot) ||
+      existing.xxh3 != ChunkChecksum(bytes.data.get(), bytes.len)) {
+    return;
+  }
+  const ChunkPlace place = PlaceOf(key, slot, chunk_size_);
+  auto file = BeginChunkWrite(v, place);
+  if (!file.ok()) return;
+  if (WriteData(**file, bytes, place.off).ok()) resident_->MarkVerified(key, slot);
+  store_->EndWrite(v.key);
+}
+
+bool ObjectCacheImpl::WriteNewChunk(const std::shared_ptr<ObjectVersion>& v, const ChunkKey& key,
+                                    const ChunkBytes& bytes, uint64_t alloc, uint64_t tick) {
+  // Begin: the store's write bracket (the version's file cannot be dropped
+  // meanwhile), then a write intent in the index, which a slab write takes
+  // with its slot (so its file is known only then); a version's own file is
+  // opened first.
   const bool slab = UsesSlab(*v);
   auto registered = store_->BeginWrite(
       v->key, [&] { return v->superseded.load(); }, /*open_file=*/!slab);
@@ -177,7 +196,7 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
     if (registered.status().code() != ESTALE) {
       LOG_WARN("caching a chunk: {}", registered.status().message());
     }
-    return done(false, false);
+    return false;
   }
   bool committed = false;
   SlotRef slot;
@@ -192,6 +211,7 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
   const ChunkPlace place = PlaceOf(key, slot, chunk_size_);
   std::shared_ptr<DataFile> file = slab ? nullptr : *registered;
   if (s.ok()) {
+    // Write, then commit: the chunk record makes it visible.
     if (slab) {
       auto opened = store_->Get(place.file, /*create=*/true);
       s = opened.status();
@@ -210,7 +230,8 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
       committed = s.ok();
     }
     if (!committed) {
-      // Whatever reached the file goes; the intent covers a crash right here.
+      // Abort: whatever reached the file goes; the intent covers a crash
+      // right here.
       if (file) (void)ChunkStore::Punch(file->fd(), place.off, place.span);
       (void)(slab ? index_->ReleaseSlot(key, slot) : index_->DeleteIntent(key));
     }
@@ -221,13 +242,11 @@ bool ObjectCacheImpl::StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64
     counters_.chunks_written++;
     if (slab) counters_.slab_chunks_written++;
   } else if (s.code() == ENOSPC) {
-    (void)not_cached("the cache filesystem is full");
+    (void)NotCached("the cache filesystem is full");
   } else {
-    LOG_WARN("caching chunk {} of '{}': {}", idx, v->path, s.message());
+    LOG_WARN("caching chunk {} of '{}': {}", key.index, v->path, s.message());
   }
   store_->EndWrite(v->key);
-  done(committed, committed);
-  if (quota_.AboveHigh()) KickEvictor();
   return committed;
 }
 

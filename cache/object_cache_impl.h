@@ -443,6 +443,18 @@ class ObjectCacheImpl final : public ObjectCache {
   // Caches a fetched chunk unless there is no room (then it is only served);
   // true if it is in the cache now. Ticks the eviction clock either way.
   bool StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx, const ChunkBytes& bytes);
+  // StoreChunk's steps, with the chunk pinned and its quota reserved. A
+  // stored chunk this process has not verified whose record matches bytes:
+  // bytes put in its place, and the chunk marked verified.
+  void RewriteUnverified(const ObjectVersion& v, const ChunkKey& key, const ChunkRecord& existing,
+                         const ChunkBytes& bytes);
+  // A new chunk written as a transaction: begin (a write intent, or a slab
+  // slot with its intent), write, commit (the chunk record), or abort (punch
+  // and release). True if committed.
+  bool WriteNewChunk(const std::shared_ptr<ObjectVersion>& v, const ChunkKey& key,
+                     const ChunkBytes& bytes, uint64_t alloc, uint64_t tick);
+  // Counts a chunk not cached; says why once per process. Returns false.
+  bool NotCached(const char* why);
   // Writes a chunk's bytes at off of its data file: the aligned head direct
   // where it can (the reader is answered from bytes, not from the file), the
   // rest buffered.
