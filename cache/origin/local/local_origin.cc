@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include <type_traits>
 
 #include "cache/io/direct_io.h"
+#include "cache/origin/local/local_stalls.h"
 #include "cache/origin/origin_backoff.h"
 #include "cache/origin/stall_watch.h"
 #include "util/clock.h"
@@ -100,157 +100,7 @@ constexpr size_t kMaxKnownDirs = 1 << 17;
 
 }  // namespace
 
-struct LocalOrigin::Stalls : std::enable_shared_from_this<LocalOrigin::Stalls> {
-  Stalls(int64_t stall_ms, int64_t backoff_ms)
-      : backoff(backoff_ms * 1000000),
-        watch(StallWatch::Options{stall_ms * 1000000, backoff_ms * 1000000}, &backoff) {}
-
-  // After a refused call, when the watch says a probe is due: asks the
-  // filesystem behind probe_fd (a descriptor of its own, or -1) for its
-  // statfs in a thread of its own (an NFS client asks the server for every
-  // statfs, a FUSE filesystem its daemon), which reports to the watch: an
-  // answer ends the episode. The thread owns what it uses, so a probe that
-  // hangs outlives the origin harmlessly.
-  void StartProbe(int probe_fd) {
-    if (probe_fd < 0) {
-      watch.CancelProbe();
-      return;
-    }
-    std::thread([self = shared_from_this(), probe_fd] {
-      static const std::string kWhat = ".";
-      StallWatch::Token token;
-      self->watch.BeginProbe("statfs", kWhat, &token);
-      struct statfs sf;
-      int code = ::fstatfs(probe_fd, &sf) == 0 ? 0 : errno;
-      ::close(probe_fd);
-      self->watch.End(token, code);
-    }).detach();
-  }
-
-  OriginBackoff backoff;
-  StallWatch watch;
-};
-
 namespace {
-
-int CodeOf(int rc) { return rc < 0 ? -rc : 0; }
-int CodeOf(const Status& s) { return s.ok() ? 0 : s.code(); }
-template <typename T>
-int CodeOf(const Result<T>& r) {
-  return r.ok() ? 0 : r.status().code();
-}
-
-// Runs fn (which gives a Status, a Result or an int that is >= 0 or
-// -errno) as a watched call of op on path (relative to the origin). A call
-// the watch refuses fails at once with ETIMEDOUT, and may start a probe of
-// the filesystem behind dup_fd() (a new descriptor into the origin, or -1).
-template <typename G, typename F>
-auto Watched(LocalOrigin::Stalls* stalls, const char* op, const std::string& path, G&& dup_fd,
-             F&& fn) -> decltype(fn()) {
-  if (stalls == nullptr) return fn();
-  StallWatch::Token token;
-  if (!stalls->watch.Begin(op, path, &token)) {
-    if (stalls->watch.ProbeDue()) stalls->StartProbe(dup_fd());
-    if constexpr (std::is_same_v<decltype(fn()), int>) {
-      return -ETIMEDOUT;
-    } else {
-      return stalls->watch.RefusedStatus(op, path);
-    }
-  }
-  auto r = fn();
-  stalls->watch.End(token, CodeOf(r));
-  return r;
-}
-
-class LocalOriginFile final : public OriginFile {
- public:
-  // noatime: fd was opened O_NOATIME (so is its direct twin).
-  LocalOriginFile(int fd, uint64_t size, std::shared_ptr<IoBackend> io,
-                  std::shared_ptr<LocalOrigin::Stalls> stalls, std::string path, bool noatime)
-      : fd_(fd),
-        size_(size),
-        io_(std::move(io)),
-        stalls_(std::move(stalls)),
-        path_(std::move(path)),
-        direct_(O_RDONLY | (noatime ? O_NOATIME : 0)) {}
-  ~LocalOriginFile() override { ::close(fd_); }
-  LocalOriginFile(const LocalOriginFile&) = delete;
-  LocalOriginFile& operator=(const LocalOriginFile&) = delete;
-
-  Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {
-    return Watched(
-        stalls_.get(), "read", path_, [&] { return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0); },
-        [&] { return Read(buf, len, off); });
-  }
-
-  // The aligned part of what the file held at open goes direct, the rest
-  // (the last partial block, or what the file grew by) buffered. A file that
-  // shrank meanwhile reads short either way; the cache then finds the
-  // identity changed and keeps nothing.
-  Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off) override {
-    return Watched(
-        stalls_.get(), "read", path_, [&] { return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0); },
-        [&] { return ReadAligned(buf, len, off); });
-  }
-
-  Result<OriginIdentity> Identity() override {
-    return Watched(
-        stalls_.get(), "fstat", path_, [&] { return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0); },
-        [&]() -> Result<OriginIdentity> {
-          struct stat st;
-          if (::fstat(fd_, &st) != 0) return Status::FromErrno("fstat '" + DescribeFdPath() + "'");
-          return IdentityFromStat(st);
-        });
-  }
-
- private:
-  Result<size_t> Read(void* buf, size_t len, uint64_t off) {
-    if (off > static_cast<uint64_t>(INT64_MAX)) return Status::Invalid("read offset too large");
-    return io_->Read(fd_, buf, len, static_cast<off_t>(off));
-  }
-
-  Result<size_t> ReadAligned(void* buf, size_t len, uint64_t off) {
-    if (off > static_cast<uint64_t>(INT64_MAX)) return Status::Invalid("read offset too large");
-    const uint64_t want = off < size_ ? std::min<uint64_t>(len, size_ - off) : 0;
-    uint64_t head = RoundDownToDirect(want);
-    // A read to the end of the file goes direct whole: the caller's buffer
-    // holds len rounded up (origin.h), and the device stops at the end.
-    const bool to_end = want > 0 && off + want == size_;
-    if (to_end) head = RoundUpToDirect(want);
-    if (head < kMinDirectOriginBytes || RoundDownToDirect(off) != off || !IsDirectAligned(buf)) {
-      return Read(buf, len, off);
-    }
-    int dfd = direct_.Get(fd_);
-    if (dfd < 0) return Read(buf, len, off);
-    auto got = io_->Read(dfd, buf, head, static_cast<off_t>(off));
-    if (!got.ok() && got.status().code() == EINVAL) {
-      direct_.Disable();  // the file system takes O_DIRECT opens, not reads
-      return Read(buf, len, off);
-    }
-    // The file may have grown since it was opened: never more than asked,
-    // and what is past the head comes through the buffered descriptor.
-    if (!got.ok() || *got < head) return got;
-    if (*got >= len) return len;
-    STOKER_ASSIGN_OR_RETURN(size_t tail,
-                            Read(static_cast<char*>(buf) + head, len - head, off + head));
-    return head + tail;
-  }
-
-  std::string DescribeFdPath() const {
-    char link[64];
-    std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd_);
-    char target[PATH_MAX];
-    ssize_t n = ::readlink(link, target, sizeof(target));
-    return n > 0 ? std::string(target, static_cast<size_t>(n)) : "fd " + std::to_string(fd_);
-  }
-
-  const int fd_;
-  const uint64_t size_;  // at open
-  const std::shared_ptr<IoBackend> io_;
-  const std::shared_ptr<LocalOrigin::Stalls> stalls_;  // null: not watched
-  const std::string path_;                             // for the watch's messages
-  DirectTwin direct_;
-};
 
 // Opens dir as an origin root (O_PATH) and checks that it can be listed now
 // (EACCES, or a dead network mount's EIO). Returns the fd or -errno.
@@ -598,76 +448,8 @@ Result<std::unique_ptr<OriginFile>> LocalOrigin::OpenFile(const std::string& pat
     ::close(fd);
     return Error(err, "open", path);
   }
-  return std::unique_ptr<OriginFile>(
-      std::make_unique<LocalOriginFile>(fd, static_cast<uint64_t>(st.st_size), io_, stalls_,
-                                        stalls_ ? path : std::string(), noatime));
-}
-
-// Xattrs cannot be read through an O_PATH fd (fgetxattr gives EBADF), and a
-// path from the root would follow symlinks. So the parent directory is
-// resolved safely and the leaf is named through its /proc/self/fd link with
-// the l-variants, which do not follow a symlink leaf.
-Result<std::string> LocalOrigin::GetXattr(const std::string& path, const std::string& name) {
-  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
-  if (name.empty() || name.find('\0') != std::string::npos) {
-    return Status::Invalid("bad xattr name");
-  }
-  std::string value;
-  int rc = Watched(
-      stalls_.get(), "getxattr", path, [this] { return DupRootFd(); },
-      [&] {
-        return WithParentOfPath(path, [&](int dir, const char* leaf) {
-          std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
-          for (;;) {
-            ssize_t n = ::lgetxattr(proc.c_str(), name.c_str(), nullptr, 0);
-            if (n < 0) return -errno;
-            value.resize(static_cast<size_t>(n));
-            if (n == 0) return 0;
-            ssize_t m = ::lgetxattr(proc.c_str(), name.c_str(), value.data(), value.size());
-            if (m >= 0) {
-              value.resize(static_cast<size_t>(m));
-              return 0;
-            }
-            if (errno != ERANGE) return -errno;  // ERANGE: it grew; ask again
-          }
-        });
-      });
-  if (rc < 0) return Error(-rc, "getxattr", path);
-  return value;
-}
-
-Result<std::vector<std::string>> LocalOrigin::ListXattr(const std::string& path) {
-  if (!IsPlainRelativePath(path)) return NotPlainRelativePath(path);
-  std::string list;
-  int rc = Watched(
-      stalls_.get(), "listxattr", path, [this] { return DupRootFd(); },
-      [&] {
-        return WithParentOfPath(path, [&](int dir, const char* leaf) {
-          std::string proc = "/proc/self/fd/" + std::to_string(dir) + "/" + leaf;
-          for (;;) {
-            ssize_t n = ::llistxattr(proc.c_str(), nullptr, 0);
-            if (n < 0) return -errno;
-            list.resize(static_cast<size_t>(n));
-            if (n == 0) return 0;
-            ssize_t m = ::llistxattr(proc.c_str(), list.data(), list.size());
-            if (m >= 0) {
-              list.resize(static_cast<size_t>(m));
-              return 0;
-            }
-            if (errno != ERANGE) return -errno;
-          }
-        });
-      });
-  if (rc < 0) return Error(-rc, "listxattr", path);
-  std::vector<std::string> names;
-  size_t start = 0;
-  while (start < list.size()) {
-    size_t end = list.find('\0', start);
-    if (end == std::string::npos) end = list.size();
-    if (end > start) names.emplace_back(list, start, end - start);
-    start = end + 1;
-  }
-  return names;
+  return NewLocalOriginFile(fd, static_cast<uint64_t>(st.st_size), io_, stalls_,
+                            stalls_ ? path : std::string(), noatime);
 }
 
 }  // namespace stoker
