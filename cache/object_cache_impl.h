@@ -2,9 +2,13 @@
 // ChunkIndex, a ChunkStore, ResidentChunks, an EvictionPolicy + Quota, a
 // Fetcher, UnstoredChunks and a WorkerPool. Private to cache/.
 //
-// Files: object_cache.cc (open, revalidation, stats), cache_read.cc (reads),
-// cache_fetch.cc (misses, prefetch), cache_store.cc (writing and dropping
-// chunks), cache_background.cc (evictor, hit flush, drops, warm).
+// Files: object_cache.cc (the cache directory, start, stats), cache_open.cc
+// (opens, versions, revalidation), cache_read.cc (reads), cache_fetch.cc
+// (misses, prefetch), cache_store.cc (writing and dropping chunks),
+// cache_lease.cc (passthrough leases), cache_background.cc (evictor, hit
+// flush, drops, warm). Parts with headers of their own: object_version.h
+// (a cached version, the origin file behind an open), readahead.h (an open
+// file's chunks in memory).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
 // its ReadReply goes (after the reply); the pool fetches for prefetch and
@@ -41,77 +45,14 @@
 #include "cache/fetcher.h"
 #include "cache/io/io_backend.h"
 #include "cache/object_cache.h"
+#include "cache/object_version.h"
+#include "cache/readahead.h"
 #include "cache/resident_chunks.h"
 #include "cache/unstored_chunks.h"
 #include "cache/warm_job.h"
 #include "cache/worker_pool.h"
 #include "util/mutex.h"
 #include "util/timed_mutex.h"
-
-namespace stoker {
-
-// One cached version of one path, shared by every open of it.
-struct ObjectVersion {
-  std::string path;
-  VersionKey key;
-  OriginIdentity identity;  // as first cached (its size is the version's)
-  struct stat st {};
-  uint64_t chunks = 0;
-  // A newer version replaced this one (or the path is gone): its chunks are
-  // being dropped and must be neither served nor written.
-  std::atomic<bool> superseded{false};
-  // Shared by each fs read of this version until its reply is sent;
-  // Supersede takes it exclusively once (see ObjectCache::HoldServe).
-  mutable std::shared_mutex serving;
-  // A read saw the origin file change under this version: the next open
-  // revalidates whatever the revalidation interval says.
-  mutable std::atomic<bool> changed_at_origin{false};
-  // The index could not record this version (the cache's disk is full): it
-  // is served from the origin, its key is this process's own
-  // (kUncachedObjectIds), and nothing about it is ever written to the index.
-  // Set before the version is shared.
-  bool uncached = false;
-
-  // True if now is this version's content (SameContent with where the
-  // origin last had it); a move to another filesystem is remembered, so
-  // that the next check is against the file it moved to.
-  bool AtOrigin(const OriginIdentity& now) const;
-  // The origin holds this version's bytes at now (checked by the caller).
-  void MovedTo(const OriginIdentity& now) const;
-
-  mutable Mutex at_mu;
-  mutable OriginIdentity at_origin GUARDED_BY(at_mu);  // identity, or where it moved
-};
-
-// Object ids of uncached versions (ObjectVersion::uncached): the index's own
-// count up from 1 and never reach this bit.
-inline constexpr uint64_t kUncachedObjectIds = uint64_t{1} << 63;
-
-// ESTALE: the version a file state stands for is no longer the origin's.
-inline Status StaleVersion(const ObjectVersion& v) {
-  return Status::Error(ESTALE, "origin file '" + v.path + "' changed; reopen it");
-}
-
-// The origin file behind one OpenFileState, opened on first miss.
-class OriginHandle {
- public:
-  OriginHandle(std::shared_ptr<Origin> origin, std::string path)
-      : origin_(std::move(origin)), path_(std::move(path)) {}
-  // Failures are not remembered: an origin that comes back is used again.
-  Result<std::shared_ptr<OriginFile>> Get();
-  // file (from Get) failed because the origin could not be reached: the
-  // next Get opens the path again (a recovered origin, a fresh descriptor)
-  // instead of reusing it. Readers still using file keep it alive.
-  void Forget(const OriginFile* file);
-
- private:
-  const std::shared_ptr<Origin> origin_;
-  const std::string path_;
-  Mutex mu_;
-  std::shared_ptr<OriginFile> file_ GUARDED_BY(mu_);
-};
-
-}  // namespace stoker
 
 namespace stoker {
 
@@ -146,43 +87,6 @@ struct Fill {
 struct FetchTally {
   uint64_t chunks = 0;
   uint64_t bytes = 0;
-};
-
-// Chunks one open file fetched (ahead, or on demand), kept in memory for its
-// next reads whether or not the cache kept them: without it a full cache
-// (which refuses new chunks, or evicts the newest first) would make prefetch
-// read chunks from the origin twice, and a reader going through an uncached
-// chunk in small requests fetch it once per request.
-// All open files together hold at most the budget they share.
-struct Readahead {
-  explicit Readahead(std::shared_ptr<std::atomic<int64_t>> budget) : budget(std::move(budget)) {}
-  ~Readahead();
-  const std::shared_ptr<std::atomic<int64_t>> budget;  // bytes left to all files
-  Mutex mu;
-  std::map<uint64_t, ChunkBytes> chunks GUARDED_BY(mu);
-  uint64_t passed GUARDED_BY(mu) = 0;  // a sequential reader is past chunks below it
-  // Cached chunks being read back (and checked, if not verified yet) for
-  // this file, by its prefetch or a read: one read per chunk, the others
-  // wait for it.
-  std::unordered_set<uint64_t> checking GUARDED_BY(mu);
-  CondVar checked;
-  std::optional<ChunkBytes> Get(uint64_t idx);
-  // Claims the check of cached chunk idx; false if another holds the claim.
-  bool ClaimCheck(uint64_t idx);
-  // Whether another holds the claim on chunk idx.
-  bool Claimed(uint64_t idx);
-  // Ends the claims on idx (after the good chunks were Put) and wakes who
-  // waits for them.
-  void EndChecks(const std::vector<uint64_t>& idx);
-  // Waits until nobody checks chunk idx, then returns what is held for it
-  // (nothing if the check failed or the chunk was not held).
-  std::optional<ChunkBytes> AwaitCheck(uint64_t idx);
-  // Holds chunk idx; past max held, the lowest-numbered one goes.
-  void Put(uint64_t idx, const ChunkBytes& bytes, size_t max);
-  // Whether fetching chunk idx ahead still helps: not held, reader not past it.
-  bool Wanted(uint64_t idx);
-  // The sequential reader is at chunk idx: drop what lies before it.
-  void DropBefore(uint64_t idx);
 };
 
 class OpenFileState {
