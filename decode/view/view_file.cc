@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "cache/worker_pool.h"
 #include "decode/tfrecord/tfrecord.h"
@@ -233,132 +234,173 @@ class ViewFile final : public OriginFile {
     std::map<size_t, std::shared_ptr<const Bytes>> results_;
   };
 
+  // One read of TFRecord view bytes, planned: each record the range
+  // overlaps, by where its bytes come from.
+  struct RecordRead {
+    uint64_t off = 0, end = 0;
+    size_t first = 0, last = 0;  // records [first, last)
+    // Per record: its bytes, produced before (kept, handed off) or now.
+    std::vector<std::shared_ptr<const Bytes>> produced;
+    // Per record: produced straight into the reader's buffer (a record
+    // wholly inside the read: only this read wants it, as the cache reads
+    // each chunk once, so it is not offered to others).
+    std::vector<char> direct;
+    std::vector<size_t> need;  // to produce here
+    // Being produced by another read of this file: waited for.
+    std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
+  };
+
   Status ReadTfRecord(char* buf, size_t len, uint64_t off) {
     const ViewLayout& l = *p_.layout;
-    auto [first, last] = l.RecordsOverlapping(off, len);
-    const uint64_t end = off + len;
-    std::vector<std::shared_ptr<const Bytes>> produced(last - first);
-    // A record wholly inside this read is produced straight into buf (no
-    // buffer, no copy); only this read wants it (the cache reads each chunk
-    // once), so it is not offered to others. Records the read cuts go into
-    // a pooled buffer, offered to concurrent reads and kept for the next.
-    std::vector<char> direct(last - first, 0);
-    std::vector<size_t> need;
-    std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
+    RecordRead rr;
+    rr.off = off;
+    rr.end = off + len;
+    std::tie(rr.first, rr.last) = l.RecordsOverlapping(off, len);
+    rr.produced.resize(rr.last - rr.first);
+    rr.direct.assign(rr.last - rr.first, 0);
     RegisteredBatch batch(p_.owner, p_.path);
     Producing producing(this);
-    {
-      MutexLock g(mu_);
-      for (size_t i = first; i < last; ++i) {
-        const ViewRecord& r = l.records[i];
-        if (r.kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
-        auto it = kept_.find(i);
-        ViewOrigin::RecordBytes handed;
-        if (it != kept_.end()) {
-          produced[i - first] = it->second;
-        } else if (r.out_offset < off && (handed = p_.owner->HandedOff(p_.layout, i))) {
-          produced[i - first] = std::move(handed);  // cut by another open's read
-        } else if (auto in = inflight_.find(i); in != inflight_.end()) {
-          others.emplace_back(i, in->second);
-        } else if (r.out_offset >= off && r.out_end() <= end) {
-          need.push_back(i);
-          direct[i - first] = 1;
-        } else {
-          need.push_back(i);
-          auto p = std::make_shared<Pending>(batch.get());
-          inflight_[i] = p;
-          producing.Add(i, std::move(p));
-        }
-      }
-    }
-    if (!need.empty()) {
-      std::vector<std::string> payloads;
-      Status raw = RawPayloads(need, &payloads);
-      if (!raw.ok()) {
-        producing.Finish(raw);
-        return raw;
-      }
-      std::vector<std::shared_ptr<Bytes>> outs(need.size());
-      std::vector<DecodePool::Job> jobs;
-      for (size_t k = 0; k < need.size(); ++k) {
-        const ViewRecord* r = &l.records[need[k]];
-        char* to = buf + (r->out_offset - off);
-        if (!direct[need[k] - first]) {
-          outs[k] = p_.pool->buffers().Take(r->out_size);  // reused, not zeroed
-          to = outs[k]->data();
-        }
-        jobs.push_back([this, &payloads, k, r, to] {
-          return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, *p_.decoder,
-                                           reinterpret_cast<uint8_t*>(to), r->out_size);
-        });
-      }
-      std::vector<Status> st =
-          p_.pool->RunAll(batch.get(), CurrentDecodePriority(), std::move(jobs));
-      for (size_t k = 0; k < need.size(); ++k) {
-        const ViewRecord& r = l.records[need[k]];
-        if (!st[k].ok()) {
-          // Its neighbours in this chunk stay readable: the record reads as
-          // zeros here, and its layout entry becomes kFailed (so EIO) first.
-          Status e = DataError(r.in_offset, st[k]);
-          if (IsWorldError(st[k].code()) || !MarkFailed(need[k], st[k]).ok()) {
-            producing.Finish(e);
-            return e;
-          }
-          if (direct[need[k] - first]) {
-            direct[need[k] - first] = 0;  // produced is null: zeros below
-          } else {
-            producing.Set(need[k], nullptr);
-          }
-          continue;
-        }
-        p_.stats->counters.records_decoded++;
-        p_.stats->counters.decoded_bytes += r.out_size;
-        if (direct[need[k] - first]) continue;
-        produced[need[k] - first] = outs[k];
-        producing.Set(need[k], outs[k]);
-      }
-      // Records cut by the end of this read are kept before they leave
-      // inflight_: a read of the next chunk that starts in between finds
-      // them in one or the other, and does not decode them again.
-      MutexLock g(mu_);
-      for (size_t i : need) {
-        const ViewRecord& r = l.records[i];
-        if (produced[i - first] != nullptr && r.out_end() > end && r.out_size <= kKeptBytes) {
-          kept_[i] = produced[i - first];
-        }
+    PlanRecords(rr, batch, producing);
+    if (!rr.need.empty()) {
+      if (Status s = ProduceNeeded(rr, buf, batch, producing); !s.ok()) {
+        producing.Finish(s);
+        return s;
       }
     }
     producing.Finish(Status::OK());
     // Only now, having produced ours: two reads waiting on each other's
     // records both get there.
-    // Whoever produces them may do it at a lower priority (a prefetch's,
-    // a warm's): not behind all the other work of that priority.
-    for (const auto& [i, p] : others) p_.pool->Raise(*p->batch, CurrentDecodePriority());
-    for (const auto& [i, p] : others) {
+    STOKER_RETURN_IF_ERROR(AwaitOthers(rr));
+    CopyOut(rr, buf);
+    return Status::OK();
+  }
+
+  // Sorts the read's records: kept by this file, handed off by another
+  // open's read, being produced by another read, or to produce here
+  // (straight into the buffer, or, for a record the read cuts, into a
+  // pooled buffer offered to concurrent reads and kept for the next).
+  void PlanRecords(RecordRead& rr, const RegisteredBatch& batch, Producing& producing) {
+    const ViewLayout& l = *p_.layout;
+    MutexLock g(mu_);
+    for (size_t i = rr.first; i < rr.last; ++i) {
+      const ViewRecord& r = l.records[i];
+      if (r.kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
+      auto it = kept_.find(i);
+      ViewOrigin::RecordBytes handed;
+      if (it != kept_.end()) {
+        rr.produced[i - rr.first] = it->second;
+      } else if (r.out_offset < rr.off && (handed = p_.owner->HandedOff(p_.layout, i))) {
+        rr.produced[i - rr.first] = std::move(handed);  // cut by another open's read
+      } else if (auto in = inflight_.find(i); in != inflight_.end()) {
+        rr.others.emplace_back(i, in->second);
+      } else if (r.out_offset >= rr.off && r.out_end() <= rr.end) {
+        rr.need.push_back(i);
+        rr.direct[i - rr.first] = 1;
+      } else {
+        rr.need.push_back(i);
+        auto p = std::make_shared<Pending>(batch.get());
+        inflight_[i] = p;
+        producing.Add(i, std::move(p));
+      }
+    }
+  }
+
+  // Reads the raw payloads of the records to produce and decodes them in
+  // the pool. A record that does not decode reads as zeros here (its
+  // layout entry becomes kFailed, so EIO, first); a failure of the world
+  // fails the read.
+  Status ProduceNeeded(RecordRead& rr, char* buf, const RegisteredBatch& batch,
+                       Producing& producing) {
+    const ViewLayout& l = *p_.layout;
+    std::vector<std::string> payloads;
+    STOKER_RETURN_IF_ERROR(RawPayloads(rr.need, &payloads));
+    std::vector<std::shared_ptr<Bytes>> outs(rr.need.size());
+    std::vector<DecodePool::Job> jobs;
+    for (size_t k = 0; k < rr.need.size(); ++k) {
+      const ViewRecord* r = &l.records[rr.need[k]];
+      char* to = buf + (r->out_offset - rr.off);
+      if (!rr.direct[rr.need[k] - rr.first]) {
+        outs[k] = p_.pool->buffers().Take(r->out_size);  // reused, not zeroed
+        to = outs[k]->data();
+      }
+      jobs.push_back([this, &payloads, k, r, to] {
+        return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, *p_.decoder,
+                                         reinterpret_cast<uint8_t*>(to), r->out_size);
+      });
+    }
+    std::vector<Status> st = p_.pool->RunAll(batch.get(), CurrentDecodePriority(), std::move(jobs));
+    for (size_t k = 0; k < rr.need.size(); ++k) {
+      const size_t i = rr.need[k];
+      const ViewRecord& r = l.records[i];
+      if (!st[k].ok()) {
+        // Its neighbours in this chunk stay readable.
+        Status e = DataError(r.in_offset, st[k]);
+        if (IsWorldError(st[k].code()) || !MarkFailed(i, st[k]).ok()) return e;
+        if (rr.direct[i - rr.first]) {
+          rr.direct[i - rr.first] = 0;  // produced is null: zeros below
+        } else {
+          producing.Set(i, nullptr);
+        }
+        continue;
+      }
+      p_.stats->counters.records_decoded++;
+      p_.stats->counters.decoded_bytes += r.out_size;
+      if (rr.direct[i - rr.first]) continue;
+      rr.produced[i - rr.first] = outs[k];
+      producing.Set(i, outs[k]);
+    }
+    // Records cut by the end of this read are kept before they leave
+    // inflight_: a read of the next chunk that starts in between finds
+    // them in one or the other, and does not decode them again.
+    MutexLock g(mu_);
+    for (size_t i : rr.need) {
+      const ViewRecord& r = l.records[i];
+      if (rr.produced[i - rr.first] != nullptr && r.out_end() > rr.end &&
+          r.out_size <= kKeptBytes) {
+        kept_[i] = rr.produced[i - rr.first];
+      }
+    }
+    return Status::OK();
+  }
+
+  // Waits for the records other reads produce. Whoever produces them may
+  // do it at a lower priority (a prefetch's, a warm's): raised, not left
+  // behind all the other work of that priority.
+  Status AwaitOthers(RecordRead& rr) {
+    for (const auto& [i, p] : rr.others) p_.pool->Raise(*p->batch, CurrentDecodePriority());
+    for (const auto& [i, p] : rr.others) {
       MutexLock g(p->mu);
       while (!p->done) p->cv.Wait(p->mu);
       if (!p->status.ok()) return p->status;
-      produced[i - first] = p->bytes;  // null: failed for good, reads as zeros
+      rr.produced[i - rr.first] = p->bytes;  // null: failed for good, reads as zeros
     }
+    return Status::OK();
+  }
+
+  // Copies each record's part into the buffer (zeros for a failed one) and
+  // keeps the records the read cuts, for the next read.
+  void CopyOut(const RecordRead& rr, char* buf) {
+    const ViewLayout& l = *p_.layout;
     MutexLock g(mu_);
-    for (size_t i = first; i < last; ++i) {
+    for (size_t i = rr.first; i < rr.last; ++i) {
       const ViewRecord& r = l.records[i];
-      const uint64_t a = std::max(off, r.out_offset);
-      const uint64_t b = std::min(end, r.out_end());
-      if (direct[i - first]) {
+      const uint64_t a = std::max(rr.off, r.out_offset);
+      const uint64_t b = std::min(rr.end, r.out_end());
+      if (rr.direct[i - rr.first]) {
         kept_.erase(i);
         continue;  // already in place
       }
-      if (r.kind == ViewRecordKind::kFailed || produced[i - first] == nullptr) {
-        std::memset(buf + (a - off), 0, b - a);
+      const std::shared_ptr<const Bytes>& bytes = rr.produced[i - rr.first];
+      if (r.kind == ViewRecordKind::kFailed || bytes == nullptr) {
+        std::memset(buf + (a - rr.off), 0, b - a);
         continue;
       }
-      std::memcpy(buf + (a - off), produced[i - first]->data() + (a - r.out_offset), b - a);
+      std::memcpy(buf + (a - rr.off), bytes->data() + (a - r.out_offset), b - a);
       // Cut by the end of this read: the next read (the next chunk) wants
       // it, in this open or, after a directory prefetch, in another.
-      if (r.out_end() > end && r.out_size <= kKeptBytes) {
-        kept_[i] = produced[i - first];
-        p_.owner->HandOff(p_.layout, i, produced[i - first]);
+      if (r.out_end() > rr.end && r.out_size <= kKeptBytes) {
+        kept_[i] = bytes;
+        p_.owner->HandOff(p_.layout, i, bytes);
       } else {
         kept_.erase(i);
       }
@@ -369,7 +411,6 @@ class ViewFile final : public OriginFile {
       kept_bytes -= kept_.begin()->second->size();
       kept_.erase(kept_.begin());
     }
-    return Status::OK();
   }
 
   const Parts p_;
