@@ -1,5 +1,6 @@
 #include "mount-tools/mount_root.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -86,15 +87,40 @@ Result<StatsFile> ReadStatsFile(const std::string& root) {
   return out;
 }
 
-bool ProcessAlive(pid_t pid) {
-  if (pid <= 0) return false;
-  if (kill(pid, 0) != 0 && errno != EPERM) return false;
-  auto stat_text = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat_text.ok()) return true;  // no /proc: trust kill()
+namespace {
+
+// Whether the thread (or process) whose stat file is path has not exited;
+// true where it cannot be told.
+bool StatSaysAlive(const std::string& path) {
+  auto stat_text = ReadWholeFile(path);
+  if (!stat_text.ok()) return stat_text.status().code() != ENOENT;
   size_t paren = stat_text->rfind(')');
   if (paren == std::string::npos || paren + 2 >= stat_text->size()) return true;
   char state = (*stat_text)[paren + 2];
   return state != 'Z' && state != 'X';
+}
+
+}  // namespace
+
+bool ProcessAlive(pid_t pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno != EPERM) return false;
+  // Alive while any of its threads is: a killed daemon's main thread may be
+  // a zombie while its other threads still exit, and they hold the
+  // process's files (the cache directory's lock) until the last one has.
+  const std::string proc = "/proc/" + std::to_string(pid);
+  DIR* tasks = opendir((proc + "/task").c_str());
+  if (tasks == nullptr) return errno == ENOENT ? false : StatSaysAlive(proc + "/stat");
+  bool alive = false;
+  while (dirent* e = readdir(tasks)) {
+    if (e->d_name[0] == '.') continue;
+    if (StatSaysAlive(proc + "/task/" + e->d_name + "/stat")) {
+      alive = true;
+      break;
+    }
+  }
+  closedir(tasks);
+  return alive;
 }
 
 bool WaitForProcessExit(pid_t pid, int timeout_ms) {

@@ -47,8 +47,10 @@ struct StatsFile {
 };
 Result<StatsFile> ReadStatsFile(const std::string& root);
 
-// True while pid names a process that has not exited (zombies count as
-// exited: their index is already closed).
+// True while pid names a process that has not exited: while any of its
+// threads has not (a zombie whose threads are all gone has closed its files,
+// the cache's index among them; a zombie main thread whose other threads
+// still run or exit has not).
 bool ProcessAlive(pid_t pid);
 
 // Polls until pid has exited or timeout_ms passed. Returns true if it exited.

@@ -3,9 +3,11 @@
 #include "mount-tools/mount_root.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -104,6 +106,47 @@ TEST(ProcessAlive, ZombiesCountAsExited) {
   // Not reaped yet: a zombie until waitpid, and already exited for us.
   EXPECT_TRUE(WaitForProcessExit(child, 60000));
   EXPECT_FALSE(ProcessAlive(child));
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+}
+
+// A process whose main thread has exited while another thread runs (as a
+// killed daemon's may, for a moment, while its other threads exit and still
+// hold its files) is alive. Regression: its zombie main thread made it look
+// gone, and fsck found the cache dir still locked.
+TEST(ProcessAlive, AZombieMainThreadWithThreadsLeftIsAlive) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pthread_t t;
+    pthread_create(
+        &t, nullptr,
+        [](void*) -> void* {
+          for (;;) pause();
+        },
+        nullptr);
+    (void)!write(ready[1], "x", 1);
+    syscall(SYS_exit, 0);  // the main thread only (not exit_group): the process lives on
+  }
+  close(ready[1]);
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  // Once the main thread is a zombie, the process must still count as alive.
+  const std::string leader = "/proc/" + std::to_string(child) + "/stat";
+  for (int i = 0; i < 5000; ++i) {
+    std::ifstream f(leader);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z') break;
+    usleep(1000);
+  }
+  EXPECT_TRUE(ProcessAlive(child));
+  EXPECT_FALSE(WaitForProcessExit(child, 0));
+  kill(child, SIGKILL);
+  EXPECT_TRUE(WaitForProcessExit(child, 60000));
   int status;
   ASSERT_EQ(waitpid(child, &status, 0), child);
 }

@@ -156,15 +156,24 @@ def mounts_under(root):
             if mp == root or mp.startswith(root + "/")]
 
 
-def pid_alive(pid):
-    """True if pid exists and is not a zombie."""
+def _stat_alive(path):
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(path) as f:
             data = f.read()
     except OSError:
         return False
-    state = data.rpartition(")")[2].split()[0]
-    return state not in ("Z", "X")
+    return data.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def pid_alive(pid):
+    """True while any thread of pid has not exited. A killed daemon's main
+    thread may be a zombie while its other threads still exit, holding the
+    process's files (the cache dir's lock) until the last one has."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return _stat_alive(f"/proc/{pid}/stat")
+    return any(_stat_alive(f"/proc/{pid}/task/{t}/stat") for t in tasks)
 
 
 def daemon_pids_for(path):
