@@ -34,101 +34,143 @@ bool ObjectCacheImpl::DeferredStores::Defer(uint64_t idx, const ChunkBytes& byte
   return true;
 }
 
+// One FetchChunks call: what it was asked, what it has, and this round's
+// flights (a flight abandoned by a prefetch, EAGAIN, is joined again in the
+// next round).
+struct ObjectCacheImpl::FetchJob {
+  const std::shared_ptr<ObjectVersion>& v;
+  OriginHandle& origin;
+  const std::vector<uint64_t>& idx;
+  std::vector<ChunkBytes>* out;
+  FetchTally* tally;
+  Readahead* readahead;
+  bool ahead;
+  DeferredStores* defer;
+  std::vector<char> done;  // per chunk: has its bytes or its error
+  Status first_error;
+  bool expedited = false;
+  std::vector<std::shared_ptr<Fetcher::Flight>> flights;
+  std::vector<char> leader;  // per chunk: this call leads its flight
+  ChunkKey Key(size_t i) const { return ChunkKey{v->key.object_id, v->key.version, idx[i]}; }
+};
+
 Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
                                     const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
                                     FetchTally* tally, Readahead* readahead, bool ahead,
                                     DeferredStores* defer) {
-  const size_t n = idx.size();
-  out->assign(n, ChunkBytes{});
-  std::vector<char> done(n, 0);
-  Status first_error;
-  const uint64_t max_run = std::max<uint64_t>(1, kMaxRunBytes / chunk_size_);
-  bool expedited = false;
-  // Rounds: a flight abandoned by a prefetch (EAGAIN) is joined again.
+  FetchJob job{v,     origin, idx,          out,   tally, readahead, ahead,
+               defer, {},     Status::OK(), false, {},    {}};
+  out->assign(idx.size(), ChunkBytes{});
+  job.done.assign(idx.size(), 0);
   for (int round = 0; round < 8; ++round) {
-    std::vector<std::shared_ptr<Fetcher::Flight>> flights(n);
-    std::vector<char> leader(n, 0);
-    bool pending = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (done[i]) continue;
-      pending = true;
-      bool lead = false;
-      flights[i] = fetcher_.Join(ChunkKey{v->key.object_id, v->key.version, idx[i]}, &lead);
-      leader[i] = lead;
-    }
-    if (!pending) return first_error;
-    // A fetch that completed between our miss and our Join has stored the
-    // chunk already, or left it in this file's readahead or in unstored_
-    // (leaders do that before completing): use that, not the origin. A
-    // prefetch whose reader went past the chunk meanwhile gives it up.
-    for (size_t i = 0; i < n; ++i) {
-      if (!leader[i]) continue;
-      ChunkKey key{v->key.object_id, v->key.version, idx[i]};
-      std::optional<ChunkBytes> stored;
-      if (readahead) stored = readahead->Get(idx[i]);
-      if (!stored) stored = unstored_.Get(key);
-      if (!stored) stored = LoadStored(*v, idx[i]);
-      if (stored) {
-        (*out)[i] = *stored;
-        fetcher_.Complete(key, flights[i], *stored);
-      } else if (ahead && readahead && !readahead->Wanted(idx[i])) {
-        fetcher_.Complete(key, flights[i], Status::Error(EAGAIN, "prefetch no longer needed"));
-      } else {
-        continue;
-      }
-      leader[i] = 0;
-      done[i] = 1;
-    }
+    if (!JoinFlights(job)) return job.first_error;
+    TakeHeld(job);
     // Lead first, wait after: see fetcher.h.
-    for (size_t i = 0; i < n;) {
-      if (!leader[i]) {
-        ++i;
+    LeadRuns(job);
+    AwaitFollowed(job);
+  }
+  return job.first_error.ok() ? Status::IOError("fetch of '" + v->path + "' kept being abandoned")
+                              : job.first_error;
+}
+
+bool ObjectCacheImpl::JoinFlights(FetchJob& job) {
+  const size_t n = job.idx.size();
+  job.flights.assign(n, nullptr);
+  job.leader.assign(n, 0);
+  bool pending = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (job.done[i]) continue;
+    pending = true;
+    bool lead = false;
+    job.flights[i] = fetcher_.Join(job.Key(i), &lead);
+    job.leader[i] = lead;
+  }
+  return pending;
+}
+
+void ObjectCacheImpl::TakeHeld(FetchJob& job) {
+  // A fetch that completed between our miss and our Join has stored the
+  // chunk already, or left it in this file's readahead or in unstored_
+  // (leaders do that before completing): use that, not the origin. A
+  // prefetch whose reader went past the chunk meanwhile gives it up.
+  for (size_t i = 0; i < job.idx.size(); ++i) {
+    if (!job.leader[i]) continue;
+    const ChunkKey key = job.Key(i);
+    std::optional<ChunkBytes> stored;
+    if (job.readahead) stored = job.readahead->Get(job.idx[i]);
+    if (!stored) stored = unstored_.Get(key);
+    if (!stored) stored = LoadStored(*job.v, job.idx[i]);
+    if (stored) {
+      (*job.out)[i] = *stored;
+      fetcher_.Complete(key, job.flights[i], *stored);
+    } else if (job.ahead && job.readahead && !job.readahead->Wanted(job.idx[i])) {
+      fetcher_.Complete(key, job.flights[i], Status::Error(EAGAIN, "prefetch no longer needed"));
+    } else {
+      continue;
+    }
+    job.leader[i] = 0;
+    job.done[i] = 1;
+  }
+}
+
+void ObjectCacheImpl::LeadRuns(FetchJob& job) {
+  // Consecutive chunks this call leads are read from the origin as one run.
+  const size_t n = job.idx.size();
+  const uint64_t max_run = std::max<uint64_t>(1, kMaxRunBytes / chunk_size_);
+  for (size_t i = 0; i < n;) {
+    if (!job.leader[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j + 1 < n && job.leader[j + 1] && job.idx[j + 1] == job.idx[j] + 1 &&
+           j + 1 - i < max_run) {
+      ++j;
+    }
+    auto run = ReadRun(*job.v, job.origin, job.idx[i], j - i + 1);
+    for (size_t k = i; k <= j; ++k) {
+      const ChunkKey key = job.Key(k);
+      job.done[k] = 1;
+      if (!run.ok()) {
+        fetcher_.Complete(key, job.flights[k], run.status());
         continue;
       }
-      size_t j = i;
-      while (j + 1 < n && leader[j + 1] && idx[j + 1] == idx[j] + 1 && j + 1 - i < max_run) ++j;
-      auto run = ReadRun(*v, origin, idx[i], j - i + 1);
-      for (size_t k = i; k <= j; ++k) {
-        ChunkKey key{v->key.object_id, v->key.version, idx[k]};
-        done[k] = 1;
-        if (run.ok()) {
-          const ChunkBytes& bytes = (*run)[k - i];
-          if (defer == nullptr || !defer->Defer(idx[k], bytes)) StoreChunk(v, idx[k], bytes);
-          // Held even when cached: eviction takes the newest chunks first,
-          // which are just the ones fetched ahead of their reader.
-          if (readahead) readahead->Put(idx[k], bytes, ReadaheadLimit());
-          (*out)[k] = bytes;
-          tally->chunks++;
-          tally->bytes += bytes.len;
-          fetcher_.Complete(key, flights[k], bytes);
-        } else {
-          fetcher_.Complete(key, flights[k], run.status());
-        }
+      const ChunkBytes& bytes = (*run)[k - i];
+      if (job.defer == nullptr || !job.defer->Defer(job.idx[k], bytes)) {
+        StoreChunk(job.v, job.idx[k], bytes);
       }
-      if (!run.ok() && first_error.ok()) first_error = run.status();
-      i = j + 1;
+      // Held even when cached: eviction takes the newest chunks first,
+      // which are just the ones fetched ahead of their reader.
+      if (job.readahead) job.readahead->Put(job.idx[k], bytes, ReadaheadLimit());
+      (*job.out)[k] = bytes;
+      job.tally->chunks++;
+      job.tally->bytes += bytes.len;
+      fetcher_.Complete(key, job.flights[k], bytes);
     }
-    for (size_t i = 0; i < n; ++i) {
-      if (done[i]) continue;
-      if (!expedited) {
-        // Who leads the fetch may produce it at a lower priority (a
-        // prefetch, a warm): a derived origin moves that work up to ours.
-        derived_->Expedite(v->path);
-        expedited = true;
-      }
-      counters_.collapsed_misses++;
-      auto r = Fetcher::Wait(flights[i]);
-      if (r.ok()) {
-        (*out)[i] = *r;
-        done[i] = 1;
-      } else if (r.status().code() != EAGAIN) {
-        done[i] = 1;
-        if (first_error.ok()) first_error = r.status();
-      }
+    if (!run.ok() && job.first_error.ok()) job.first_error = run.status();
+    i = j + 1;
+  }
+}
+
+void ObjectCacheImpl::AwaitFollowed(FetchJob& job) {
+  for (size_t i = 0; i < job.idx.size(); ++i) {
+    if (job.done[i]) continue;
+    if (!job.expedited) {
+      // Who leads the fetch may produce it at a lower priority (a
+      // prefetch, a warm): a derived origin moves that work up to ours.
+      derived_->Expedite(job.v->path);
+      job.expedited = true;
+    }
+    counters_.collapsed_misses++;
+    auto r = Fetcher::Wait(job.flights[i]);
+    if (r.ok()) {
+      (*job.out)[i] = *r;
+      job.done[i] = 1;
+    } else if (r.status().code() != EAGAIN) {
+      job.done[i] = 1;
+      if (job.first_error.ok()) job.first_error = r.status();
     }
   }
-  return first_error.ok() ? Status::IOError("fetch of '" + v->path + "' kept being abandoned")
-                          : first_error;
 }
 
 Result<std::vector<ChunkBytes>> ObjectCacheImpl::ReadRun(const ObjectVersion& v,

@@ -263,6 +263,14 @@ class ObjectCacheImpl final : public ObjectCache {
                      const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
                      FetchTally* tally, Readahead* readahead = nullptr, bool ahead = false,
                      DeferredStores* defer = nullptr);
+  // FetchChunks' rounds: join a flight per chunk not done (false: all are
+  // done), take what is held already for the flights led, read the led
+  // runs from the origin, wait for the flights followed.
+  struct FetchJob;
+  bool JoinFlights(FetchJob& job);
+  void TakeHeld(FetchJob& job);
+  void LeadRuns(FetchJob& job);
+  void AwaitFollowed(FetchJob& job);
   Result<std::vector<ChunkBytes>> ReadRun(const ObjectVersion& v, OriginHandle& origin,
                                           uint64_t first, uint64_t n);
   // Whether file, another inode with v's size and mtime, holds v's bytes:
