@@ -21,7 +21,7 @@ constexpr uint64_t kMaxRunBytes = 8ull << 20;
 
 ObjectCacheImpl::DeferredStores::~DeferredStores() {
   for (const auto& [idx, bytes] : chunks_) {
-    cache_->StoreChunk(v_, idx, bytes);
+    cache_->writer_.Store(*v_, idx, bytes);
     cache_->unstored_.Remove(ChunkKey{v_->key.object_id, v_->key.version, idx});
   }
 }
@@ -137,7 +137,7 @@ void ObjectCacheImpl::LeadRuns(FetchJob& job) {
       }
       const ChunkBytes& bytes = (*run)[k - i];
       if (job.defer == nullptr || !job.defer->Defer(job.idx[k], bytes)) {
-        StoreChunk(job.v, job.idx[k], bytes);
+        writer_.Store(*job.v, job.idx[k], bytes);
       }
       // Held even when cached: eviction takes the newest chunks first,
       // which are just the ones fetched ahead of their reader.
@@ -459,7 +459,7 @@ void ObjectCacheImpl::PrefetchFile(const std::string& path) {
       options_.dir_prefetch_files *
       std::min<uint64_t>(options_.dir_prefetch_bytes, static_cast<uint64_t>(opened->st.st_size));
   fill.fetch_missing =
-      !file->version->uncached && quota_.RoomBelowLow(ahead) && !FreeSpaceLow(ahead);
+      !file->version->uncached && quota_.RoomBelowLow(ahead) && !writer_.FreeSpaceLow(ahead);
   FetchTally tally;
   Status s = FillRange(file->version, *file->origin, 0,
                        ChunkCount(options_.dir_prefetch_bytes, chunk_size_), &tally, nullptr, fill);

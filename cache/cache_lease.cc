@@ -50,7 +50,7 @@ class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
   uint64_t size() const override { return size_; }
   void CountOpen() override {
     for (uint64_t i = 0; i < chunks_; ++i) {
-      cache_->RecordHit(ChunkKey{key_.object_id, key_.version, i});
+      cache_->hits_.RecordHit(ChunkKey{key_.object_id, key_.version, i});
     }
   }
 
@@ -73,7 +73,7 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (v->uncached) return refuse(LeaseRefusal::kUncached);
   if (v->superseded) return refuse(LeaseRefusal::kStale);
   if (v->chunks == 0) return refuse(LeaseRefusal::kEmpty);
-  if (UsesSlab(*v)) return refuse(LeaseRefusal::kSlab);
+  if (writer_.UsesSlab(*v)) return refuse(LeaseRefusal::kSlab);
   AwaitVerifyAhead(v->key);  // rather than check the same chunks twice
   auto lease = std::make_unique<PinnedVersion>(this, v->key, v->chunks, v->identity.size);
   lease->skipped_.assign(v->chunks, 0);
@@ -157,7 +157,7 @@ bool ObjectCacheImpl::VerifyAhead(const std::string& path) {
   if (!opened.ok()) return false;
   const std::shared_ptr<ObjectVersion> v = opened->file->version;
   // What LeaseWhole would check at the open; anything else is left to it.
-  if (v->uncached || v->superseded || v->chunks == 0 || UsesSlab(*v) ||
+  if (v->uncached || v->superseded || v->chunks == 0 || writer_.UsesSlab(*v) ||
       v->identity.size > options_.verify_at_open_bytes) {
     return false;
   }

@@ -96,9 +96,7 @@ ObjectCacheImpl::ObjectEntry ObjectCacheImpl::UncachedEntry(const std::string& p
   // Object ids the index hands out count up from 1: these never meet one.
   rec.object_id = kUncachedObjectIds | ++uncached_versions_;
   rec.version = 1;
-  if (!logged_no_space_.exchange(true)) {
-    LOG_WARN("serving from the origin without caching: {}", why.message());
-  }
+  writer_.WarnNotCaching(why.message());
   auto v = MakeVersion(path, rec);
   v->uncached = true;
   return ObjectEntry{rec, std::move(v), false};
@@ -111,7 +109,7 @@ void ObjectCacheImpl::Supersede(const std::shared_ptr<ObjectVersion>& v, const V
     // see superseded. (Readers never wait on an open: no cycle.)
     std::unique_lock<std::shared_mutex> drained(v->serving);
   }
-  QueueDrop(key);
+  evictor_.QueueDrop(key);
 }
 
 std::shared_lock<std::shared_mutex> ObjectCacheImpl::HoldServe(OpenFileState& file) {

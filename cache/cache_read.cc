@@ -110,7 +110,7 @@ std::vector<char> ObjectCacheImpl::CheckChunks(const ObjectVersion& v, DataFile&
                reads[i].status.message());
     }
     resident_->Unpin(key);
-    DropBadChunk(key);
+    writer_.DropBad(key);
   }
   return good;
 }
@@ -230,7 +230,7 @@ void ObjectCacheImpl::CheckUnverified(const ObjectVersion& v, ReadPlan& p) {
       continue;
     }
     resident_->Unpin(key);
-    if (!rec.ok() || *rec) DropBadChunk(key);
+    if (!rec.ok() || *rec) writer_.DropBad(key);
     p.missing.push_back(idx);
   }
   PinKeepalive& keep = *p.keep;
@@ -250,7 +250,7 @@ void ObjectCacheImpl::CheckUnverified(const ObjectVersion& v, ReadPlan& p) {
       for (const ChunkToCheck& c : to_check) {
         const ChunkKey k{v.key.object_id, v.key.version, c.idx};
         resident_->Unpin(k);
-        DropBadChunk(k, /*force=*/true);
+        writer_.DropBad(k, /*force=*/true);
         p.missing.push_back(c.idx);
       }
       to_check.clear();
@@ -325,7 +325,7 @@ uint64_t ObjectCacheImpl::Assemble(const ObjectVersion& v, ReadPlan& p, ReadRepl
     if (p.from_fd[c]) {
       seg.Fd(p.keep->file->fd(), PlaceOf(key, p.slots[c], chunk_size_).off + (a - start), b - a);
       hit_bytes += b - a;
-      RecordHit(key);
+      hits_.RecordHit(key);
       continue;
     }
     const ChunkBytes& bytes = p.mem[c];
@@ -333,12 +333,46 @@ uint64_t ObjectCacheImpl::Assemble(const ObjectVersion& v, ReadPlan& p, ReadRepl
     seg.Mem(bytes.data.get() + (a - start), b - a);
     if (bytes.from_cache) {
       hit_bytes += b - a;
-      RecordHit(key);
+      hits_.RecordHit(key);
     }
     p.keep->buffers.push_back(bytes);
   }
   seg.Flush();
   return hit_bytes;
+}
+
+std::optional<ChunkBytes> ObjectCacheImpl::LoadStored(const ObjectVersion& v, uint64_t idx) {
+  // Pinned before the record is read: a slot freed and taken by another
+  // chunk meanwhile would hold that chunk's bytes.
+  const ChunkKey key{v.key.object_id, v.key.version, idx};
+  bool verified = false;
+  if (!resident_->TryPin(key, &verified)) return std::nullopt;
+  std::optional<ChunkBytes> out;
+  auto rec = index_->GetChunk(key);
+  if (rec.ok() && *rec && (*rec)->len == ChunkLength(v.identity.size, chunk_size_, idx) &&
+      SlotFits(v, (*rec)->slot)) {
+    const ChunkPlace place = PlaceOf(key, (*rec)->slot, chunk_size_);
+    auto file = store_->Get(place.file, false);
+    if (file.ok()) {
+      std::shared_ptr<char[]> buf = AllocAligned((*rec)->len);
+      auto got = io_->Read((*file)->fd(), buf.get(), (*rec)->len, static_cast<off_t>(place.off));
+      if (got.ok() && *got == (*rec)->len && ChunkChecksum(buf.get(), *got) == (*rec)->xxh3) {
+        out = ChunkBytes{std::shared_ptr<const char>(buf, buf.get()), *got, true};
+      }
+    }
+  }
+  resident_->Unpin(key);
+  return out;
+}
+
+bool ObjectCacheImpl::IsCached(const ChunkKey& key) {
+  bool verified = false;
+  if (resident_->TryPin(key, &verified)) {
+    resident_->Unpin(key);
+    if (verified) return true;
+  }
+  auto rec = index_->GetChunk(key);
+  return rec.ok() && rec->has_value();
 }
 
 }  // namespace stoker

@@ -1,8 +1,6 @@
 // ObjectCache: opening a cache directory (the index, the store, reclaiming
 // a crashed predecessor's writes), starting and stopping, stats. Opens of
 // files: cache_open.cc.
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -160,11 +158,20 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
       io_(std::move(p.io)),
       index_(std::move(p.index)),
       store_(std::move(p.store)),
-      index_path_(options_.dir + "/index"),
       chunk_size_(options_.chunk_size),
-      index_headroom_(p.index_headroom),
       fresh_start_(p.fresh_start),
       quota_(options_.capacity_bytes, options_.high_watermark, options_.low_watermark),
+      index_size_(options_.dir, p.index_headroom, index_.get(), &quota_),
+      writer_(ChunkWriter::Options{options_.dir, options_.chunk_size, options_.slab_max_bytes,
+                                   options_.min_free_bytes},
+              ChunkWriter::Parts{io_.get(), index_.get(), store_.get(), &quota_, resident_.get(),
+                                 &index_size_, &hits_, &counters_, [this] { evictor_.Kick(); }}),
+      evictor_(Evictor::Parts{chunk_size_, index_.get(), store_.get(), &quota_, &policy_,
+                              resident_.get(), &writer_, &hits_, &index_size_, &counters_}),
+      warmer_(origin_.get(), &counters_, kMaxWarmJobs,
+              [this](const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job) {
+                WarmFile(path, size, job);
+              }),
       dir_scan_(DirScan::Options{static_cast<size_t>(options_.dir_prefetch_files)},
                 [this](const std::string& dir) -> Result<std::vector<std::string>> {
                   std::vector<std::string> files;
@@ -176,50 +183,20 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
                   return files;
                 }) {
   quota_.SetCommitted(index_->meta().usage_bytes);
-  MeasureIndex();
-  MeasureDisk();
-}
-
-void ObjectCacheImpl::MeasureIndex() {
-  uint64_t written = index_->bytes_written();
-  uint64_t bytes = ChunkIndex::DiskBytes(index_path_);
-  // The cache directory's own files (lock, the views' error list) count too.
-  if (std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(options_.dir.c_str()), ::closedir); d) {
-    while (struct dirent* de = ::readdir(d.get())) {
-      struct stat st;
-      if (::fstatat(::dirfd(d.get()), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISREG(st.st_mode)) {
-        bytes += static_cast<uint64_t>(st.st_blocks) * 512;
-      }
-    }
-  }
-  {
-    MutexLock l(index_size_mu_);
-    index_measured_ = bytes;
-    index_written_at_ = written;
-  }
-  RefreshIndexBytes();
-}
-
-uint64_t ObjectCacheImpl::IndexBytesNow() {
-  MutexLock l(index_size_mu_);
-  return index_measured_ + (index_->bytes_written() - index_written_at_);
-}
-
-void ObjectCacheImpl::RefreshIndexBytes() {
-  quota_.SetIndexBytes(IndexBytesNow() + index_headroom_);
+  index_size_.Measure();
+  writer_.MeasureDisk();
 }
 
 Status ObjectCacheImpl::Start() {
-  STOKER_RETURN_IF_ERROR(ReclaimIntents());
+  STOKER_RETURN_IF_ERROR(writer_.ReclaimIntents());
   STOKER_RETURN_IF_ERROR(index_->ForEach(kDropPrefix, [&](std::string_view k, auto) {
     auto v = DecodeDropKey(k);
-    if (v.ok()) QueueDrop(*v);
+    if (v.ok()) evictor_.QueueDrop(*v);
     return true;
   }));
   pool_ = std::make_unique<WorkerPool>(options_.fetch_threads, 64);
-  evictor_ = std::thread([this] { EvictorLoop(); });
-  warmer_ = std::thread([this] { WarmLoop(); });
+  evictor_.Start();
+  warmer_.Start(pool_.get());
   IndexMeta m = index_->meta();
   LOG_INFO("cache '{}': {} objects, {} chunks, {} bytes of {} ({} I/O)", options_.dir, m.objects,
            m.chunks, m.usage_bytes, options_.capacity_bytes, io_->Name());
@@ -227,65 +204,11 @@ Status ObjectCacheImpl::Start() {
 }
 
 ObjectCacheImpl::~ObjectCacheImpl() {
-  {
-    MutexLock l(warm_mu_);
-    warm_stop_ = true;
-  }
-  warm_cv_.notify_all();
+  // A walk blocked on the pool's full queue goes on once the pool stops.
+  warmer_.RequestStop();
   if (pool_) pool_->Stop();
-  if (warmer_.joinable()) warmer_.join();
-  {
-    MutexLock l(bg_mu_);
-    bg_stop_ = true;
-  }
-  bg_cv_.notify_all();
-  if (evictor_.joinable()) evictor_.join();
-}
-
-// A crashed predecessor may have written data whose record never committed:
-// punch it out. The intents name every such range, so data/ is not scanned.
-Status ObjectCacheImpl::ReclaimIntents() {
-  std::vector<std::string> bad;
-  std::vector<std::pair<ChunkKey, SlotRef>> intents;
-  STOKER_RETURN_IF_ERROR(index_->ForEach(kIntentPrefix, [&](std::string_view k, auto value) {
-    auto key = DecodeIntentKey(k);
-    auto slot = DecodeIntent(value);
-    if (key.ok() && slot.ok()) {
-      intents.emplace_back(*key, *slot);
-    } else {
-      bad.emplace_back(k);  // a slot it named is fsck's to find
-    }
-    return true;
-  }));
-  for (const auto& k : bad) STOKER_RETURN_IF_ERROR(index_->DeleteRaw(k));
-  for (const auto& [key, slot] : intents) {
-    STOKER_ASSIGN_OR_RETURN(auto rec, index_->GetChunk(key));
-    const bool owned = rec && (*rec).slot == slot;  // committed there after all
-    if (!owned) {
-      const ChunkPlace place = PlaceOf(key, slot, chunk_size_);
-      auto file = store_->Get(place.file, false);
-      if (file.ok()) {
-        Status s = ChunkStore::Punch((*file)->fd(), place.off, place.span);
-        if (!s.ok()) LOG_WARN("reclaiming an interrupted chunk write: {}", s.message());
-      }
-    }
-    if (slot.valid() && !owned) {
-      STOKER_RETURN_IF_ERROR(index_->ReleaseSlot(key, slot));
-    } else {
-      STOKER_RETURN_IF_ERROR(index_->DeleteIntent(key));
-    }
-    VersionKey v = key.version_key();
-    STOKER_RETURN_IF_ERROR(store_
-                               ->UnlinkIfIdle(v,
-                                              [&]() -> Result<bool> {
-                                                STOKER_ASSIGN_OR_RETURN(bool has,
-                                                                        index_->HasChunks(v));
-                                                return !has;
-                                              })
-                               .status());
-  }
-  if (!intents.empty()) LOG_INFO("reclaimed {} interrupted chunk writes", intents.size());
-  return Status::OK();
+  warmer_.Join();
+  evictor_.Stop();
 }
 
 nlohmann::json ObjectCacheImpl::Stats() {
@@ -324,14 +247,14 @@ nlohmann::json ObjectCacheImpl::Stats() {
   STOKER_COUNTER(warm_bytes)
 #undef STOKER_COUNTER
   IndexMeta m = index_->meta();
-  uint64_t index_bytes = IndexBytesNow();
+  uint64_t index_bytes = index_size_.Now();
   j["cache_used_bytes"] = quota_.committed() + index_bytes;
   j["chunk_bytes"] = quota_.committed();
   j["index_bytes"] = index_bytes;
-  j["index_headroom_bytes"] = index_headroom_;
+  j["index_headroom_bytes"] = index_size_.headroom();
   j["fresh_start"] = fresh_start_;
   j["cache_capacity_bytes"] = options_.capacity_bytes;
-  // Below capacity while others fill the cache's filesystem (MeasureDisk).
+  // Below capacity while others fill the cache's filesystem (ChunkWriter::MeasureDisk).
   j["cache_limit_bytes"] = quota_.limit();
   j["objects"] = m.objects;
   j["chunks"] = m.chunks;
@@ -340,7 +263,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
     MutexLock l(objects_mu_);
     j["objects_in_memory"] = objects_.size();
   }
-  j["pending_drops"] = drops_pending_.load();
+  j["pending_drops"] = evictor_.pending_drops();
   j["verified_chunks_held"] = resident_->verified();
   j["run_buffers_reused"] = RunBufferPool().reused();
   j["run_buffers_allocated"] = RunBufferPool().allocated();

@@ -1,22 +1,23 @@
-// ObjectCacheImpl: the ObjectCache of cache/object_cache.h, assembled from a
-// ChunkIndex, a ChunkStore, ResidentChunks, an EvictionPolicy + Quota, a
-// Fetcher, UnstoredChunks and a WorkerPool. Private to cache/.
+// ObjectCacheImpl: the ObjectCache of cache/object_cache.h, composed of
+// parts with headers of their own: a ChunkIndex (RocksDB) and a ChunkStore
+// (data files), ResidentChunks (pins, latches, verified once per process),
+// an EvictionPolicy + Quota, IndexSize, a HitLog, the ChunkWriter (every
+// write and removal of a chunk), the Evictor and the Warmer (threads), a
+// Fetcher (collapsed misses), UnstoredChunks, Readaheads, a DirScan and a
+// WorkerPool. Private to cache/.
 //
 // Files: object_cache.cc (the cache directory, start, stats), cache_open.cc
 // (opens, versions, revalidation), cache_read.cc (reads), cache_fetch.cc
-// (misses, prefetch), cache_store.cc (writing and dropping chunks),
-// cache_lease.cc (passthrough leases), cache_background.cc (evictor, hit
-// flush, drops, warm). Parts with headers of their own: object_version.h
-// (a cached version, the origin file behind an open), readahead.h (an open
-// file's chunks in memory).
+// (misses, prefetch, checking stored chunks), cache_lease.cc (passthrough
+// leases), cache_warm.cc (fetching a file the Warmer found).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
 // its ReadReply goes (after the reply); the pool fetches for prefetch and
-// warm; one evictor thread evicts, flushes batched hits, drops old versions
-// and re-measures the index; one warm thread walks directories.
+// warm; the Evictor's thread evicts, flushes batched hits, drops old
+// versions and re-measures the index; the Warmer's thread walks directories.
 //
-// Lock order (outer first): derived stripe -> open stripe -> objects_mu_ ; hits_mu_, bg_mu_,
-// warm_mu_ and the locks inside components are leaves.
+// Lock order (outer first): derived stripe -> open stripe -> objects_mu_;
+// ahead_mu_ and the locks inside the parts are leaves.
 #pragma once
 
 #include <sys/stat.h>
@@ -40,9 +41,13 @@
 #include "cache/chunk.h"
 #include "cache/chunk_index.h"
 #include "cache/chunk_store.h"
+#include "cache/chunk_writer.h"
 #include "cache/dir_scan.h"
 #include "cache/eviction.h"
+#include "cache/evictor.h"
 #include "cache/fetcher.h"
+#include "cache/hit_log.h"
+#include "cache/index_size.h"
 #include "cache/io/io_backend.h"
 #include "cache/object_cache.h"
 #include "cache/object_version.h"
@@ -50,6 +55,7 @@
 #include "cache/resident_chunks.h"
 #include "cache/unstored_chunks.h"
 #include "cache/warm_job.h"
+#include "cache/warmer.h"
 #include "cache/worker_pool.h"
 #include "util/mutex.h"
 #include "util/timed_mutex.h"
@@ -192,12 +198,6 @@ class ObjectCacheImpl final : public ObjectCache {
   // holder may be about to replace that version); else ETIMEDOUT.
   Result<Opened> OpenHeldUnlocked(const std::string& path);
 
-  // object_cache.cc
-  // Re-measures the index's files (and the lock file) on disk.
-  void MeasureIndex();
-  // Tells the quota: last measurement + WAL growth since + headroom.
-  void RefreshIndexBytes();
-  uint64_t IndexBytesNow();
   std::shared_ptr<ObjectVersion> MakeVersion(const std::string& path, const ObjectRecord& rec);
   // rec as a version the index does not hold (ObjectVersion::uncached),
   // after recording it failed with ENOSPC.
@@ -211,7 +211,6 @@ class ObjectCacheImpl final : public ObjectCache {
   // recently it was validated. Every use of an index record checks it.
   bool OtherDerivation(const std::string& path, const ObjectRecord& r) const;
   void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
-  Status ReclaimIntents();
 
   // Chunks a fetch put off storing, held in unstored_ until stored when this
   // goes: a reader's, when its ReadReply lets go of it (fs/: after the reply
@@ -331,83 +330,16 @@ class ObjectCacheImpl final : public ObjectCache {
   // Most chunks a Readahead holds.
   size_t ReadaheadLimit() const;
 
-  // cache_store.cc
-  // Whether v's chunk goes to a slab slot when stored.
-  bool UsesSlab(const ObjectVersion& v) const {
-    return options_.slab_max_bytes != 0 && v.chunks == 1 &&
-           v.identity.size <= options_.slab_max_bytes;
-  }
-  // Whether a record's slot fits v (only a one-chunk version has one).
-  static bool SlotFits(const ObjectVersion& v, const SlotRef& slot) {
-    return !slot.valid() || v.chunks == 1;
-  }
-  // Registers a write of v (refused once it is superseded) and opens the
-  // file at place (created if missing). REQUIRES: store_->EndWrite(v.key)
-  // after success.
-  Result<std::shared_ptr<DataFile>> BeginChunkWrite(const ObjectVersion& v,
-                                                    const ChunkPlace& place);
-  // Punches key's bytes, then drops its record (and frees its slot).
-  // REQUIRES: key latched by the caller. Returns the bytes freed; *in_slot
-  // (if given): whether the chunk was in a slot (no file of its own to unlink).
-  Result<uint64_t> PunchAndDrop(const ChunkKey& key,
-                                const std::optional<EvictionRank>& stale_rank = std::nullopt,
-                                bool* in_slot = nullptr);
-  // Caches a fetched chunk unless there is no room (then it is only served);
-  // true if it is in the cache now. Ticks the eviction clock either way.
-  bool StoreChunk(const std::shared_ptr<ObjectVersion>& v, uint64_t idx, const ChunkBytes& bytes);
-  // StoreChunk's steps, with the chunk pinned and its quota reserved. A
-  // stored chunk this process has not verified whose record matches bytes:
-  // bytes put in its place, and the chunk marked verified.
-  void RewriteUnverified(const ObjectVersion& v, const ChunkKey& key, const ChunkRecord& existing,
-                         const ChunkBytes& bytes);
-  // A new chunk written as a transaction: begin (a write intent, or a slab
-  // slot with its intent), write, commit (the chunk record), or abort (punch
-  // and release). True if committed.
-  bool WriteNewChunk(const std::shared_ptr<ObjectVersion>& v, const ChunkKey& key,
-                     const ChunkBytes& bytes, uint64_t alloc, uint64_t tick);
-  // Counts a chunk not cached; says why once per process. Returns false.
-  bool NotCached(const char* why);
-  // Writes a chunk's bytes at off of its data file: the aligned head direct
-  // where it can (the reader is answered from bytes, not from the file), the
-  // rest buffered.
-  Status WriteData(DataFile& file, const ChunkBytes& bytes, uint64_t off);
-  // True if the cache's filesystem lacks room for need more bytes beside its
-  // reserve (min_free_bytes) and what stores have claimed (disk_claimed_).
-  bool FreeSpaceLow(uint64_t need);
-  // The space kept free on the cache's filesystem (Options::min_free_bytes).
-  uint64_t ReserveBytes(const struct statvfs& vfs) const;
-  // Limits the quota to the cache's share of its filesystem: what it holds
-  // there plus what is free beyond the reserve. When others fill the disk
-  // the share shrinks below capacity and the evictor gives space back; when
-  // they free it, it grows again. Not lowered within kLimitLowerPause of an
-  // eviction; raised at once. Runs on the evictor's thread (or before it).
-  void MeasureDisk();
-  static constexpr std::chrono::seconds kLimitLowerPause{30};
+  // Reading a stored chunk back (cache_read.cc).
   // The chunk's bytes if it is in the store with a matching checksum.
   std::optional<ChunkBytes> LoadStored(const ObjectVersion& v, uint64_t idx);
   // Present (in the index or verified here)?
   bool IsCached(const ChunkKey& key);
-  // Drops a chunk found corrupt or without data (takes its latch).
-  // Unless verified meanwhile (good bytes written since), or even then with
-  // force (its data file is gone).
-  void DropBadChunk(const ChunkKey& key, bool force = false);
 
   // cache_lease.cc
   class PinnedVersion;
 
-  // cache_background.cc
-  void RecordHit(const ChunkKey& key);
-  // The chunk was inserted at eviction clock tick.
-  void RecordInsert(const ChunkKey& key, uint64_t tick);
-  void KickEvictor();
-  void QueueDrop(const VersionKey& v);
-  void EvictorLoop();
-  // Applies the hits gathered so far to the index; new_window also starts a
-  // new window of inserts (see RecordHit).
-  void FlushHits(bool new_window);
-  void ProcessDrops();
-  void EvictToLow();
-  void WarmLoop();
+  // cache_warm.cc: fetches a file the Warmer found (Warmer::WarmFile).
   void WarmFile(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
 
   const CacheOptions options_;
@@ -417,24 +349,24 @@ class ObjectCacheImpl final : public ObjectCache {
   const std::shared_ptr<IoBackend> io_;
   const std::unique_ptr<ChunkIndex> index_;
   const std::unique_ptr<ChunkStore> store_;
-  const std::string index_path_;
   const uint64_t chunk_size_;
-  const uint64_t index_headroom_;
   const std::string fresh_start_;
-  Mutex index_size_mu_;
-  uint64_t index_measured_ GUARDED_BY(index_size_mu_) = 0;
-  uint64_t index_written_at_ GUARDED_BY(index_size_mu_) = 0;
+  CacheCounters counters_;
   const EvictionPolicy policy_;
   Quota quota_;
   const std::shared_ptr<ResidentChunks> resident_ =
       std::make_shared<ResidentChunks>(options_.max_verified_chunks);
+  IndexSize index_size_;
+  HitLog hits_{index_.get(), &policy_};
+  ChunkWriter writer_;
+  Evictor evictor_;
+  Warmer warmer_;
   Fetcher fetcher_;
   // Fetched chunks whose store a reader's reply is waiting for.
   UnstoredChunks unstored_{options_.deferred_store_bytes};
   // Memory all Readaheads may hold together.
   const std::shared_ptr<std::atomic<int64_t>> readahead_budget_ =
       std::make_shared<std::atomic<int64_t>>(256ll << 20);
-  CacheCounters counters_;
   DirScan dir_scan_;
 
   // Open: one stripe per path hash, so opens of different files revalidate
@@ -454,53 +386,12 @@ class ObjectCacheImpl final : public ObjectCache {
   // Drops entries no open file uses.
   void TrimObjects() REQUIRES(objects_mu_);
 
-  // Batched access records (see RecordHit).
-  Mutex hits_mu_;
-  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> pending_hits_ GUARDED_BY(hits_mu_);
-  // Chunks inserted in this and the previous flush window, with the tick of
-  // their insert: a hit on one within kSameAccessTicks of it is the access
-  // that inserted it (the rest of a reader's requests, a prefetched chunk's
-  // first read), not a later one.
-  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> inserted_now_ GUARDED_BY(hits_mu_);
-  std::unordered_map<ChunkKey, uint64_t, ChunkKeyHash> inserted_prev_ GUARDED_BY(hits_mu_);
-
-  // Evictor.
-  Mutex bg_mu_;
-  CondVar bg_cv_;
-  bool bg_stop_ GUARDED_BY(bg_mu_) = false;
-  bool bg_kicked_ GUARDED_BY(bg_mu_) = false;
-  std::deque<VersionKey> drops_ GUARDED_BY(bg_mu_);
-  std::atomic<uint64_t> drops_pending_{0};
-  std::thread evictor_;
-
-  // Warm.
-  Mutex warm_mu_;
-  CondVar warm_cv_;
-  bool warm_stop_ GUARDED_BY(warm_mu_) = false;
-  // Paths to warm: whether Warm already counted them in warm_files_queued,
-  // and the job they are part of.
-  struct WarmEntry {
-    std::string path;
-    bool counted = false;
-    std::shared_ptr<WarmJob> job;
-  };
-  std::deque<WarmEntry> warm_queue_ GUARDED_BY(warm_mu_);
-  // The last kMaxWarmJobs jobs, oldest first.
-  std::deque<std::shared_ptr<WarmJob>> warm_jobs_ GUARDED_BY(warm_mu_);
-  uint64_t next_warm_job_ GUARDED_BY(warm_mu_) = 1;
-  std::thread warmer_;
-
   // Versions VerifyAhead checks now (at most kMaxVerifyAhead).
   static constexpr size_t kMaxVerifyAhead = 2;
   Mutex ahead_mu_;
   CondVar ahead_cv_;
   std::unordered_set<VersionKey, VersionKeyHash> verifying_ahead_ GUARDED_BY(ahead_mu_);
 
-  std::atomic<bool> logged_no_space_{false};
-  std::atomic<uint64_t> disk_claimed_{0};  // see DiskClaim (cache_store.cc)
-  // When the evictor last freed space (its thread only; see MeasureDisk).
-  bool evicted_once_ = false;
-  std::chrono::steady_clock::time_point evicted_at_;
   std::atomic<uint64_t> uncached_versions_{0};
   // Declared last: destroyed (stopped) first.
   std::unique_ptr<WorkerPool> pool_;

@@ -1,0 +1,157 @@
+#include "cache/warmer.h"
+
+#include <sys/stat.h>
+
+#include <utility>
+
+#include "util/log.h"
+#include "util/path.h"
+
+namespace stoker {
+
+Warmer::Warmer(Origin* origin, CacheCounters* counters, size_t max_jobs, WarmFile warm_file)
+    : origin_(origin), counters_(counters), max_jobs_(max_jobs), warm_file_(std::move(warm_file)) {}
+
+Warmer::~Warmer() {
+  RequestStop();
+  Join();
+}
+
+void Warmer::Start(WorkerPool* pool) {
+  pool_ = pool;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Warmer::RequestStop() {
+  {
+    MutexLock l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Warmer::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Warmer::Stopping() {
+  MutexLock l(mu_);
+  return stop_;
+}
+
+Result<uint64_t> Warmer::StartJob(const std::vector<std::string>& paths) {
+  if (paths.empty()) return Status::Invalid("nothing to warm");
+  // Each path checked before any is queued: a job is all of them or none.
+  std::vector<bool> files;
+  for (const std::string& path : paths) {
+    auto st = origin_->Stat(path);
+    if (!st.ok()) return st.status();
+    if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) {
+      return Status::Invalid("cannot warm '" + path + "': not a file or directory");
+    }
+    files.push_back(S_ISREG(st->st_mode));
+  }
+  uint64_t id = 0;
+  {
+    MutexLock l(mu_);
+    id = next_job_++;
+    auto job = std::make_shared<WarmJob>(id, paths);
+    jobs_.push_back(job);
+    if (jobs_.size() > max_jobs_) jobs_.pop_front();
+    for (size_t i = 0; i < paths.size(); ++i) {
+      // A file counts as queued now, so stat shows it at once; a
+      // directory's files count as the walk finds them.
+      if (files[i]) counters_->warm_files_queued++;
+      queue_.push_back({paths[i], files[i], job});
+    }
+  }
+  cv_.notify_one();
+  return id;
+}
+
+nlohmann::json Warmer::JobStatus(uint64_t id) {
+  MutexLock l(mu_);
+  if (id == 0) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& job : jobs_) all.push_back(job->Json());
+    return all;
+  }
+  for (const auto& job : jobs_) {
+    if (job->id() == id) return job->Json();
+  }
+  return nullptr;
+}
+
+void Warmer::Loop() {
+  // The walk is warm work: what it causes (a decoded view's listing lays
+  // out files) queues behind readers and prefetch.
+  WorkerPool::AsPriority warm(WorkerPool::Priority::kLow);
+  for (;;) {
+    Entry entry;
+    {
+      MutexLock l(mu_);
+      cv_.Wait(mu_, [&]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      entry = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Walk(std::move(entry));
+  }
+}
+
+void Warmer::Walk(Entry entry) {
+  const std::shared_ptr<WarmJob>& job = entry.job;
+  bool counted = entry.counted;
+  auto queue_file = [&](const std::string& p, uint64_t size) {
+    if (!counted) counters_->warm_files_queued++;
+    counted = false;
+    job->Found(size);
+    if (!pool_->Submit(WorkerPool::Priority::kLow,
+                       [this, p, size, job] { warm_file_(p, size, job); })) {
+      counters_->warm_files_queued--;
+      job->Failed(p, "the daemon is stopping");
+    }
+  };
+  const std::string& root = entry.path;
+  auto st = origin_->Stat(root);
+  if (!st.ok()) {
+    LOG_WARN("warm '{}': {}", root, st.status().message());
+    if (counted) counters_->warm_files_done++;
+    job->Found(0);
+    job->Failed(root, st.status().message());
+    job->RootWalked();
+    return;
+  }
+  if (S_ISREG(st->st_mode)) {
+    queue_file(root, static_cast<uint64_t>(st->st_size));
+    job->RootWalked();
+    return;
+  }
+  if (counted) {
+    counters_->warm_files_done++;  // it was a file when queued; it is not one now
+    counted = false;
+  }
+  std::vector<std::string> dirs{root};
+  while (!dirs.empty()) {
+    if (Stopping()) return;
+    std::string dir = std::move(dirs.back());
+    dirs.pop_back();
+    std::vector<std::pair<std::string, uint64_t>> files;
+    Status s = origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
+      if (S_ISDIR(e.st.st_mode)) dirs.push_back(JoinPath(dir, e.name));
+      if (S_ISREG(e.st.st_mode)) {
+        files.emplace_back(JoinPath(dir, e.name), static_cast<uint64_t>(e.st.st_size));
+      }
+      return true;
+    });
+    if (!s.ok()) {
+      LOG_WARN("warm: {}", s.message());
+      job->Found(0);
+      job->Failed(dir, s.message());
+    }
+    for (const auto& [f, size] : files) queue_file(f, size);
+  }
+  job->RootWalked();
+}
+
+}  // namespace stoker
