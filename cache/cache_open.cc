@@ -50,56 +50,12 @@ ObjectAttrs AttrsOf(const struct stat& st) {
   return a;
 }
 
-struct timespec ToTimespec(int64_t ns) {
-  struct timespec ts;
-  ts.tv_sec = static_cast<time_t>(ns / 1000000000);
-  ts.tv_nsec = static_cast<long>(ns % 1000000000);
-  if (ts.tv_nsec < 0) {
-    ts.tv_nsec += 1000000000;
-    ts.tv_sec -= 1;
-  }
-  return ts;
-}
-
 }  // namespace
-
-std::shared_ptr<ObjectVersion> ObjectCacheImpl::MakeVersion(const std::string& path,
-                                                            const ObjectRecord& rec) {
-  auto v = std::make_shared<ObjectVersion>();
-  v->path = path;
-  v->key = {rec.object_id, rec.version};
-  v->identity = rec.identity;
-  {
-    MutexLock l(v->at_mu);  // not shared yet: for the analysis
-    v->at_origin = rec.identity;
-  }
-  v->chunks = ChunkCount(rec.identity.size, chunk_size_);
-  struct stat& st = v->st;
-  st.st_mode = rec.attrs.mode;
-  st.st_uid = rec.attrs.uid;
-  st.st_gid = rec.attrs.gid;
-  st.st_nlink = rec.attrs.nlink;
-  st.st_size = static_cast<off_t>(rec.identity.size);
-  st.st_ino = rec.identity.ino;
-  st.st_dev = rec.identity.dev;
-  st.st_blksize = 4096;
-  st.st_blocks = rec.attrs.blocks >= 0 ? static_cast<blkcnt_t>(rec.attrs.blocks)
-                                       : static_cast<blkcnt_t>((rec.identity.size + 511) / 512);
-  st.st_atim = ToTimespec(rec.attrs.atime_ns);
-  st.st_mtim = ToTimespec(rec.identity.mtime_ns);
-  st.st_ctim = ToTimespec(rec.identity.ctime_ns);
-  return v;
-}
 
 ObjectCacheImpl::ObjectEntry ObjectCacheImpl::UncachedEntry(const std::string& path,
                                                             ObjectRecord rec, const Status& why) {
-  // Object ids the index hands out count up from 1: these never meet one.
-  rec.object_id = kUncachedObjectIds | ++uncached_versions_;
-  rec.version = 1;
   writer_.WarnNotCaching(why.message());
-  auto v = MakeVersion(path, rec);
-  v->uncached = true;
-  return ObjectEntry{rec, std::move(v), false};
+  return versions_.Uncached(path, std::move(rec));
 }
 
 void ObjectCacheImpl::Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key) {
@@ -145,16 +101,11 @@ bool ObjectCacheImpl::OriginBackingOff(const ObjectVersion& v) {
 }
 
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenHeldUnlocked(const std::string& path) {
-  std::optional<ObjectEntry> entry;
-  {
-    MutexLock l(objects_mu_);
-    auto it = objects_.find(path);
-    if (it != objects_.end()) entry = it->second;
-  }
+  std::optional<ObjectEntry> entry = versions_.Find(path);
   if (!entry) {
     auto r = index_->GetObject(path);
     if (r.ok() && r->has_value() && !OtherDerivation(path, **r)) {
-      entry = ObjectEntry{**r, MakeVersion(path, **r), false};
+      entry = ObjectEntry{**r, versions_.MakeVersion(path, **r), false};
     }
   }
   if (!entry || entry->version->superseded || !HeldWhole(*entry->version)) {
@@ -186,18 +137,14 @@ std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bo
   if (!origin_failed && derived_->IsDerived(path)) return std::nullopt;
   std::shared_ptr<ObjectVersion> v;
   int64_t validated_ns = 0;
-  {
-    MutexLock l(objects_mu_);
-    auto it = objects_.find(path);
-    if (it != objects_.end()) {
-      v = it->second.version;
-      validated_ns = it->second.rec.validated_ns;
-    }
+  if (std::optional<ObjectEntry> e = versions_.Find(path)) {
+    v = e->version;
+    validated_ns = e->rec.validated_ns;
   }
   if (!v) {
     auto r = index_->GetObject(path);
     if (!r.ok() || !r->has_value() || OtherDerivation(path, **r)) return std::nullopt;
-    v = MakeVersion(path, **r);
+    v = versions_.MakeVersion(path, **r);
     validated_ns = (*r)->validated_ns;
   }
   // Asked less than --revalidate ago: the answer stands, as the kernel's
@@ -238,20 +185,6 @@ Status ObjectCacheImpl::PutDerived(const OpenFileState& file, const std::string&
   return index_->PutDerived(file.version->key, name, value);
 }
 
-void ObjectCacheImpl::TrimObjects() {
-  // Entries nothing else holds: the next open of their path reads its record
-  // from the index again, and sets no keep_cache (seen is lost), which only
-  // costs the kernel's pages of it. Down to 3/4, so that trims are rare.
-  for (auto it = objects_.begin();
-       it != objects_.end() && objects_.size() > options_.max_object_entries * 3 / 4;) {
-    if (it->second.version.use_count() == 1) {
-      it = objects_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, bool force,
                                                     Opener who) {
   auto& stripes = derived_->IsDerived(path) ? derived_stripes_ : open_stripes_;
@@ -264,11 +197,7 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     }
   }
   OpenLookup l;
-  {
-    MutexLock lock(objects_mu_);
-    auto it = objects_.find(path);
-    if (it != objects_.end()) l.entry = it->second;
-  }
+  l.entry = versions_.Find(path);
   // Not in the index (its disk was full): the origin is asked again and the
   // version recorded, and cached, as soon as there is room. What the index
   // holds for the path is older (or nothing): it must not stand for it.
@@ -311,9 +240,7 @@ ObjectCache::Opened ObjectCacheImpl::FinishOpen(const std::string& path, Opener 
   o.file =
       std::make_shared<OpenFileState>(entry.version, std::make_shared<OriginHandle>(origin_, path),
                                       std::make_shared<Readahead>(readahead_budget_), derived);
-  MutexLock l(objects_mu_);
-  objects_[path] = std::move(entry);
-  if (objects_.size() > options_.max_object_entries) TrimObjects();
+  versions_.Put(path, std::move(entry));
   return o;
 }
 
@@ -342,10 +269,11 @@ std::optional<ObjectCacheImpl::ObjectEntry> ObjectCacheImpl::HeldWithoutAsking(
   if (!l.known || l.unrecorded || l.other) return std::nullopt;
   // Validated within --revalidate by an earlier process (the index says).
   if (!l.entry && ValidatedWithinWindow(l.known->validated_ns)) {
-    return ObjectEntry{*l.known, MakeVersion(path, *l.known), false};
+    return ObjectEntry{*l.known, versions_.MakeVersion(path, *l.known), false};
   }
   if (l.entry && l.entry->version->changed_at_origin) return std::nullopt;
-  std::shared_ptr<ObjectVersion> held = l.entry ? l.entry->version : MakeVersion(path, *l.known);
+  std::shared_ptr<ObjectVersion> held =
+      l.entry ? l.entry->version : versions_.MakeVersion(path, *l.known);
   if (!OriginBackingOff(*held)) return std::nullopt;
   counters_.revalidations_skipped++;
   return l.entry ? *l.entry : ObjectEntry{*l.known, held, false};
@@ -363,15 +291,15 @@ Result<ObjectCacheImpl::ObjectEntry> ObjectCacheImpl::Revalidate(const std::stri
     if (unavailable && l.known && !l.other) {
       LOG_WARN("origin unreachable for '{}' ({}); serving the cached version", path,
                st.status().message());
-      return l.entry ? *l.entry : ObjectEntry{*l.known, MakeVersion(path, *l.known), false};
+      return l.entry ? *l.entry
+                     : ObjectEntry{*l.known, versions_.MakeVersion(path, *l.known), false};
     }
     if (code == ENOENT && l.known) {
       VersionKey old{l.known->object_id, l.known->version};
       Status s = index_->DeleteObject(path, old);
       if (!s.ok()) LOG_WARN("forgetting deleted '{}': {}", path, s.message());
       Supersede(l.entry ? l.entry->version : nullptr, old);
-      MutexLock lock(objects_mu_);
-      objects_.erase(path);
+      versions_.Forget(path);
     }
     return st.status();
   }
@@ -394,7 +322,7 @@ Result<ObjectCacheImpl::ObjectEntry> ObjectCacheImpl::Revalidate(const std::stri
     rec.version = l.known->version;
     Status s = index_->UpdateObject(path, rec);
     if (!s.ok()) LOG_WARN("recording revalidation of '{}': {}", path, s.message());
-    if (!l.entry) return ObjectEntry{rec, MakeVersion(path, rec), false};
+    if (!l.entry) return ObjectEntry{rec, versions_.MakeVersion(path, rec), false};
     l.entry->rec = rec;
     l.entry->version->changed_at_origin = false;
     return *l.entry;
@@ -409,11 +337,12 @@ Result<ObjectCacheImpl::ObjectEntry> ObjectCacheImpl::Revalidate(const std::stri
     LOG_INFO("origin file '{}' changed; caching version {}", path, rec.version);
     Supersede(l.entry ? l.entry->version : nullptr, old);
     *changed = true;
-    return s.ok() ? ObjectEntry{rec, MakeVersion(path, rec), false} : UncachedEntry(path, rec, s);
+    return s.ok() ? ObjectEntry{rec, versions_.MakeVersion(path, rec), false}
+                  : UncachedEntry(path, rec, s);
   }
   rec.version = 1;
   auto created = index_->CreateObject(path, rec);
-  if (created.ok()) return ObjectEntry{*created, MakeVersion(path, *created), false};
+  if (created.ok()) return ObjectEntry{*created, versions_.MakeVersion(path, *created), false};
   if (created.status().code() == ENOSPC) return UncachedEntry(path, rec, created.status());
   return created.status();
 }

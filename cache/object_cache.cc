@@ -259,10 +259,7 @@ nlohmann::json ObjectCacheImpl::Stats() {
   j["objects"] = m.objects;
   j["chunks"] = m.chunks;
   j["chunk_size"] = chunk_size_;
-  {
-    MutexLock l(objects_mu_);
-    j["objects_in_memory"] = objects_.size();
-  }
+  j["objects_in_memory"] = versions_.size();
   j["pending_drops"] = evictor_.pending_drops();
   j["verified_chunks_held"] = resident_->verified();
   j["run_buffers_reused"] = RunBufferPool().reused();

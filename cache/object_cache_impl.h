@@ -1,7 +1,7 @@
 // ObjectCacheImpl: the ObjectCache of cache/object_cache.h, composed of
 // parts with headers of their own: a ChunkIndex (RocksDB) and a ChunkStore
 // (data files), ResidentChunks (pins, latches, verified once per process),
-// an EvictionPolicy + Quota, IndexSize, a HitLog, the ChunkWriter (every
+// an EvictionPolicy + Quota, IndexSize, the VersionTable, a HitLog, the ChunkWriter (every
 // write and removal of a chunk), the Evictor and the Warmer (threads), a
 // Fetcher (collapsed misses), UnstoredChunks, Readaheads, a DirScan and a
 // WorkerPool. Private to cache/.
@@ -16,8 +16,8 @@
 // warm; the Evictor's thread evicts, flushes batched hits, drops old
 // versions and re-measures the index; the Warmer's thread walks directories.
 //
-// Lock order (outer first): derived stripe -> open stripe -> objects_mu_;
-// ahead_mu_ and the locks inside the parts are leaves.
+// Lock order (outer first): derived stripe -> open stripe -> the parts'
+// locks; ahead_mu_ and the parts' locks are leaves.
 #pragma once
 
 #include <sys/stat.h>
@@ -54,6 +54,7 @@
 #include "cache/readahead.h"
 #include "cache/resident_chunks.h"
 #include "cache/unstored_chunks.h"
+#include "cache/version_table.h"
 #include "cache/warm_job.h"
 #include "cache/warmer.h"
 #include "cache/worker_pool.h"
@@ -153,14 +154,7 @@ class ObjectCacheImpl final : public ObjectCache {
   CacheCounters& counters() override { return counters_; }
 
  private:
-  struct ObjectEntry {
-    ObjectRecord rec;
-    std::shared_ptr<ObjectVersion> version;
-    bool seen = false;  // an Open of this version returned to fs/ in this process
-    // A background open (warm, prefetch) found the origin file changed: the
-    // next open for fs/ reports it, so the kernel's pages get invalidated.
-    bool change_unannounced = false;
-  };
+  using ObjectEntry = VersionTable::Entry;
   // Who opens: fs/ (a reader), or the cache itself (warm, prefetch), which
   // must neither report a change nor claim the kernel holds pages.
   enum class Opener { kFs, kBackground };
@@ -198,7 +192,6 @@ class ObjectCacheImpl final : public ObjectCache {
   // holder may be about to replace that version); else ETIMEDOUT.
   Result<Opened> OpenHeldUnlocked(const std::string& path);
 
-  std::shared_ptr<ObjectVersion> MakeVersion(const std::string& path, const ObjectRecord& rec);
   // rec as a version the index does not hold (ObjectVersion::uncached),
   // after recording it failed with ENOSPC.
   ObjectEntry UncachedEntry(const std::string& path, ObjectRecord rec, const Status& why);
@@ -378,13 +371,7 @@ class ObjectCacheImpl final : public ObjectCache {
   // Derived paths (DerivedSource::IsDerived) lock these, and may then take a plain
   // stripe while opening their source: derived -> plain, never back.
   std::array<TimedMutex, 64> derived_stripes_;
-  Mutex objects_mu_;
-  // The versions opened lately, by path; at most options_.max_object_entries
-  // of them that no open file uses (a million-file dataset must not keep a
-  // million entries in memory).
-  std::unordered_map<std::string, ObjectEntry> objects_ GUARDED_BY(objects_mu_);
-  // Drops entries no open file uses.
-  void TrimObjects() REQUIRES(objects_mu_);
+  VersionTable versions_{chunk_size_, options_.max_object_entries};
 
   // Versions VerifyAhead checks now (at most kMaxVerifyAhead).
   static constexpr size_t kMaxVerifyAhead = 2;
@@ -392,7 +379,6 @@ class ObjectCacheImpl final : public ObjectCache {
   CondVar ahead_cv_;
   std::unordered_set<VersionKey, VersionKeyHash> verifying_ahead_ GUARDED_BY(ahead_mu_);
 
-  std::atomic<uint64_t> uncached_versions_{0};
   // Declared last: destroyed (stopped) first.
   std::unique_ptr<WorkerPool> pool_;
 };
