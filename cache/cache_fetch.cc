@@ -99,7 +99,7 @@ void ObjectCacheImpl::TakeHeld(FetchJob& job) {
     std::optional<ChunkBytes> stored;
     if (job.readahead) stored = job.readahead->Get(job.idx[i]);
     if (!stored) stored = unstored_.Get(key);
-    if (!stored) stored = LoadStored(*job.v, job.idx[i]);
+    if (!stored) stored = reader_.LoadStored(*job.v, job.idx[i]);
     if (stored) {
       (*job.out)[i] = *stored;
       fetcher_.Complete(key, job.flights[i], *stored);
@@ -329,7 +329,7 @@ Status ObjectCacheImpl::FillRange(const std::shared_ptr<ObjectVersion>& v, Origi
   std::vector<uint64_t> cached;
   for (uint64_t idx = first; idx < end && idx < v->chunks; ++idx) {
     if (readahead && !readahead->Wanted(idx)) continue;
-    if (IsCached(ChunkKey{v->key.object_id, v->key.version, idx})) {
+    if (reader_.IsCached(ChunkKey{v->key.object_id, v->key.version, idx})) {
       cached.push_back(idx);
     } else {
       missing.push_back(idx);
@@ -390,7 +390,7 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
     if (readahead != nullptr && !verified.empty()) {
       std::vector<ChunkToCheck> held;
       for (uint64_t i : verified) held.push_back({i, 0, slot});
-      std::vector<ChunkRead> reads = ReadChunks(v, **file, held, /*direct=*/true);
+      std::vector<ChunkRead> reads = reader_.Read(v, **file, held, /*direct=*/true);
       for (size_t k = 0; k < reads.size(); ++k) {
         // One that is not read whole is left to its reader.
         if (reads[k].whole()) readahead->Put(held[k].idx, reads[k].bytes(), ReadaheadLimit());
@@ -409,14 +409,14 @@ void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint6
     if (!to_check.empty()) {
       std::vector<ChunkBytes> checked;
       std::vector<char> good =
-          CheckChunks(v, **file, to_check, readahead != nullptr ? &checked : nullptr);
+          reader_.Check(v, **file, to_check, readahead != nullptr ? &checked : nullptr);
       for (size_t i = 0; i < good.size(); ++i) {
         if (good[i]) {
           if (readahead) readahead->Put(to_check[i].idx, checked[i], ReadaheadLimit());
           continue;
         }
         ChunkKey bad{v.key.object_id, v.key.version, to_check[i].idx};
-        pins.erase(std::find(pins.begin(), pins.end(), bad));  // CheckChunks unpinned it
+        pins.erase(std::find(pins.begin(), pins.end(), bad));  // Check unpinned it
       }
     }
   }

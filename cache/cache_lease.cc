@@ -106,10 +106,10 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (!to_check.empty()) {
     // First open in this process of a file held whole: check it now, as a
     // read would, through the page cache the kernel will read it from.
-    std::vector<char> good = CheckInBatches(*v, **file, to_check);
+    std::vector<char> good = reader_.CheckInBatches(*v, **file, to_check);
     bool all = true;
     for (size_t i = 0; i < good.size(); ++i) {
-      if (!good[i]) lease->skipped_[to_check[i].idx] = 1;  // CheckChunks unpinned it
+      if (!good[i]) lease->skipped_[to_check[i].idx] = 1;  // Check unpinned it
       all = all && good[i];
     }
     counters_.chunks_verified_at_open += to_check.size();
@@ -130,21 +130,6 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   }
   lease->file_ = std::move(file).value();
   return std::unique_ptr<WholeFileLease>(std::move(lease));
-}
-
-std::vector<char> ObjectCacheImpl::CheckInBatches(const ObjectVersion& v, DataFile& file,
-                                                  const std::vector<ChunkToCheck>& to_check) {
-  // A few chunks at a time (a buffer each), not the whole file at once.
-  std::vector<char> good;
-  good.reserve(to_check.size());
-  for (size_t from = 0; from < to_check.size(); from += kCheckBatch) {
-    const auto first = to_check.begin() + static_cast<std::ptrdiff_t>(from);
-    const std::vector<ChunkToCheck> batch(
-        first, first + static_cast<std::ptrdiff_t>(std::min(kCheckBatch, to_check.size() - from)));
-    std::vector<char> got = CheckChunks(v, file, batch);
-    good.insert(good.end(), got.begin(), got.end());
-  }
-  return good;
 }
 
 void ObjectCacheImpl::AwaitVerifyAhead(const VersionKey& key) {
@@ -187,11 +172,11 @@ bool ObjectCacheImpl::VerifyAhead(const std::string& path) {
   }
   Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
   if (whole && !to_check.empty() && file.ok()) {
-    std::vector<char> good = CheckInBatches(*v, **file, to_check);
+    std::vector<char> good = reader_.CheckInBatches(*v, **file, to_check);
     for (size_t i = 0; i < good.size(); ++i) {
       if (good[i]) continue;
       const ChunkKey bad{v->key.object_id, v->key.version, to_check[i].idx};
-      pins.erase(std::find(pins.begin(), pins.end(), bad));  // CheckChunks unpinned it
+      pins.erase(std::find(pins.begin(), pins.end(), bad));  // Check unpinned it
     }
     counters_.chunks_verified_ahead += to_check.size();
   }

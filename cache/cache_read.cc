@@ -48,73 +48,6 @@ class SegmentBuilder {
 
 }  // namespace
 
-std::vector<ObjectCacheImpl::ChunkRead> ObjectCacheImpl::ReadChunks(
-    const ObjectVersion& v, DataFile& file, const std::vector<ChunkToCheck>& chunks, bool direct) {
-  const uint64_t size = v.identity.size;
-  std::vector<ReadOp> ops;
-  std::vector<ChunkRead> out;
-  // A chunk of whole blocks never meets the end of the data file mid-block.
-  const int dfd = direct ? file.direct_fd() : -1;
-  for (const ChunkToCheck& c : chunks) {
-    uint64_t expect = ChunkLength(size, chunk_size_, c.idx);
-    out.push_back({AllocAligned(expect), expect, 0, Status::OK()});  // pooled: no fresh pages
-    ReadOp op;
-    op.fd = dfd >= 0 && expect >= kMinDirectBytes && RoundDownToDirect(expect) == expect
-                ? dfd
-                : file.fd();
-    op.buf = out.back().buf.get();
-    op.len = expect;
-    op.off = static_cast<off_t>(
-        PlaceOf(ChunkKey{v.key.object_id, v.key.version, c.idx}, c.slot, chunk_size_).off);
-    ops.push_back(std::move(op));
-  }
-  io_->ReadBatch(ops);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    ReadOp& op = ops[i];
-    if (op.fd == dfd && op.status.code() == EINVAL) {
-      file.DisableDirect();  // the file system takes O_DIRECT opens, not reads
-      auto got = io_->Read(file.fd(), op.buf, op.len, op.off);
-      op.status = got.ok() ? Status::OK() : got.status();
-      op.done = got.ok() ? *got : 0;
-    }
-    out[i].status = op.status;
-    out[i].done = op.done;
-  }
-  return out;
-}
-
-std::vector<char> ObjectCacheImpl::CheckChunks(const ObjectVersion& v, DataFile& file,
-                                               const std::vector<ChunkToCheck>& to_check,
-                                               std::vector<ChunkBytes>* bytes) {
-  // Read direct only what the caller keeps: the page cache would otherwise
-  // be the only copy left for the reader.
-  std::vector<ChunkRead> reads = ReadChunks(v, file, to_check, bytes != nullptr);
-  if (bytes) bytes->assign(reads.size(), ChunkBytes{});
-  std::vector<char> good(reads.size(), 0);
-  for (size_t i = 0; i < reads.size(); ++i) {
-    const uint64_t idx = to_check[i].idx;
-    ChunkKey key{v.key.object_id, v.key.version, idx};
-    good[i] =
-        reads[i].whole() && ChunkChecksum(reads[i].buf.get(), reads[i].len) == to_check[i].sum;
-    if (good[i]) {
-      resident_->MarkVerified(key, to_check[i].slot);
-      counters_.chunks_verified++;
-      if (bytes) (*bytes)[i] = reads[i].bytes();
-      continue;
-    }
-    if (reads[i].status.ok()) {
-      counters_.checksum_failures++;
-      LOG_WARN("cached chunk {} of '{}' fails its checksum; re-fetching", idx, v.path);
-    } else {
-      LOG_WARN("reading cached chunk {} of '{}': {}; re-fetching", idx, v.path,
-               reads[i].status.message());
-    }
-    resident_->Unpin(key);
-    writer_.DropBad(key);
-  }
-  return good;
-}
-
 Status ObjectCacheImpl::Read(OpenFileState& f, uint64_t off, size_t len, ReadReply* out) {
   if (!f.derived) return ReadVersion(f, off, len, out);
   // A decoded view's bytes that did not decode are zeros in the cache: the
@@ -260,7 +193,7 @@ void ObjectCacheImpl::CheckUnverified(const ObjectVersion& v, ReadPlan& p) {
   // Checked chunks are answered from the bytes just checked: the data file
   // need not be read twice.
   std::vector<ChunkBytes> checked;
-  std::vector<char> good = CheckChunks(v, *keep.file, to_check, &checked);
+  std::vector<char> good = reader_.Check(v, *keep.file, to_check, &checked);
   for (size_t i = 0; i < good.size(); ++i) {
     const uint64_t idx = to_check[i].idx;
     if (good[i]) {
@@ -339,40 +272,6 @@ uint64_t ObjectCacheImpl::Assemble(const ObjectVersion& v, ReadPlan& p, ReadRepl
   }
   seg.Flush();
   return hit_bytes;
-}
-
-std::optional<ChunkBytes> ObjectCacheImpl::LoadStored(const ObjectVersion& v, uint64_t idx) {
-  // Pinned before the record is read: a slot freed and taken by another
-  // chunk meanwhile would hold that chunk's bytes.
-  const ChunkKey key{v.key.object_id, v.key.version, idx};
-  bool verified = false;
-  if (!resident_->TryPin(key, &verified)) return std::nullopt;
-  std::optional<ChunkBytes> out;
-  auto rec = index_->GetChunk(key);
-  if (rec.ok() && *rec && (*rec)->len == ChunkLength(v.identity.size, chunk_size_, idx) &&
-      SlotFits(v, (*rec)->slot)) {
-    const ChunkPlace place = PlaceOf(key, (*rec)->slot, chunk_size_);
-    auto file = store_->Get(place.file, false);
-    if (file.ok()) {
-      std::shared_ptr<char[]> buf = AllocAligned((*rec)->len);
-      auto got = io_->Read((*file)->fd(), buf.get(), (*rec)->len, static_cast<off_t>(place.off));
-      if (got.ok() && *got == (*rec)->len && ChunkChecksum(buf.get(), *got) == (*rec)->xxh3) {
-        out = ChunkBytes{std::shared_ptr<const char>(buf, buf.get()), *got, true};
-      }
-    }
-  }
-  resident_->Unpin(key);
-  return out;
-}
-
-bool ObjectCacheImpl::IsCached(const ChunkKey& key) {
-  bool verified = false;
-  if (resident_->TryPin(key, &verified)) {
-    resident_->Unpin(key);
-    if (verified) return true;
-  }
-  auto rec = index_->GetChunk(key);
-  return rec.ok() && rec->has_value();
 }
 
 }  // namespace stoker

@@ -12,6 +12,7 @@
 
 #include "cache/cache_stats.h"
 #include "cache/chunk_index.h"
+#include "cache/chunk_reader.h"
 #include "cache/chunk_store.h"
 #include "cache/chunk_writer.h"
 #include "cache/eviction.h"
@@ -69,6 +70,8 @@ struct ChunkParts {
                                  evict_asked++;
                                  if (evictor) evictor->Kick();
                                }});
+    reader = std::make_unique<ChunkReader>(ChunkReader::Parts{
+        kChunk, io.get(), index.get(), store.get(), &resident, writer.get(), &counters});
   }
   ~ChunkParts() { evictor.reset(); }
 
@@ -149,6 +152,7 @@ struct ChunkParts {
   CacheCounters counters;
   std::atomic<int> evict_asked{0};
   std::unique_ptr<ChunkWriter> writer;
+  std::unique_ptr<ChunkReader> reader;
   std::unique_ptr<Evictor> evictor;
 };
 

@@ -166,6 +166,8 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
                                    options_.min_free_bytes},
               ChunkWriter::Parts{io_.get(), index_.get(), store_.get(), &quota_, resident_.get(),
                                  &index_size_, &hits_, &counters_, [this] { evictor_.Kick(); }}),
+      reader_(ChunkReader::Parts{chunk_size_, io_.get(), index_.get(), store_.get(),
+                                 resident_.get(), &writer_, &counters_}),
       evictor_(Evictor::Parts{chunk_size_, index_.get(), store_.get(), &quota_, &policy_,
                               resident_.get(), &writer_, &hits_, &index_size_, &counters_}),
       warmer_(origin_.get(), &counters_, kMaxWarmJobs,

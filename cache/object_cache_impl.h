@@ -1,14 +1,16 @@
 // ObjectCacheImpl: the ObjectCache of cache/object_cache.h, composed of
 // parts with headers of their own: a ChunkIndex (RocksDB) and a ChunkStore
-// (data files), ResidentChunks (pins, latches, verified once per process),
-// an EvictionPolicy + Quota, IndexSize, the VersionTable, a HitLog, the ChunkWriter (every
-// write and removal of a chunk), the Evictor and the Warmer (threads), a
-// Fetcher (collapsed misses), UnstoredChunks, Readaheads, a DirScan and a
+// (data files); ResidentChunks (pins, latches, verified once per process);
+// an EvictionPolicy + Quota and IndexSize; the VersionTable (which version
+// of each path is served); the ChunkWriter (every write and removal of a
+// chunk) and the ChunkReader (reading back, checking once); a HitLog; the
+// Evictor and the Warmer (threads); a Fetcher (collapsed misses),
+// UnstoredChunks and Readaheads (bytes in memory); a DirScan and a
 // WorkerPool. Private to cache/.
 //
 // Files: object_cache.cc (the cache directory, start, stats), cache_open.cc
 // (opens, versions, revalidation), cache_read.cc (reads), cache_fetch.cc
-// (misses, prefetch, checking stored chunks), cache_lease.cc (passthrough
+// (misses, prefetch), cache_lease.cc (passthrough
 // leases), cache_warm.cc (fetching a file the Warmer found).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
@@ -40,6 +42,7 @@
 #include "cache/cache_dir_lock.h"
 #include "cache/chunk.h"
 #include "cache/chunk_index.h"
+#include "cache/chunk_reader.h"
 #include "cache/chunk_store.h"
 #include "cache/chunk_writer.h"
 #include "cache/dir_scan.h"
@@ -73,13 +76,6 @@ struct PinKeepalive : ReadReply::Keepalive {
   ~PinKeepalive() override {
     for (const auto& k : pins) resident->Unpin(k);
   }
-};
-
-// A cached chunk to read back and check: its index, checksum and slot.
-struct ChunkToCheck {
-  uint64_t idx = 0;
-  uint64_t sum = 0;
-  SlotRef slot;
 };
 
 // How FillRange treats the chunks of its range.
@@ -282,28 +278,6 @@ class ObjectCacheImpl final : public ObjectCache {
   // readahead, they are read (and verified, if this process has not) and
   // held there for the reader, claimed while they are read.
   void LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx, Readahead* readahead);
-  // Reads chunks of v's data file into fresh buffers, in one batch; with
-  // direct, full-block chunks around the page cache.
-  struct ChunkRead {
-    std::shared_ptr<char[]> buf;
-    uint64_t len = 0;   // the chunk's length
-    uint64_t done = 0;  // bytes read: short only where the data file is
-    Status status;
-    bool whole() const { return status.ok() && done == len; }
-    ChunkBytes bytes() const {  // as read from the cache
-      return ChunkBytes{std::shared_ptr<const char>(buf, buf.get()), len, /*from_cache=*/true};
-    }
-  };
-  std::vector<ChunkRead> ReadChunks(const ObjectVersion& v, DataFile& file,
-                                    const std::vector<ChunkToCheck>& chunks, bool direct);
-  // Reads back and checks chunks (index, checksum) of v's data file not yet
-  // verified by this process (they are pinned). Marks the good ones verified;
-  // a bad one is counted, unpinned and dropped. Returns one flag per chunk.
-  // With bytes, the good chunks' bytes go there (the caller serves them from
-  // memory), and full-block chunks are read direct, around the page cache.
-  std::vector<char> CheckChunks(const ObjectVersion& v, DataFile& file,
-                                const std::vector<ChunkToCheck>& to_check,
-                                std::vector<ChunkBytes>* bytes = nullptr);
   // Directory scans (see dir_scan.h): queues the files to fetch ahead of an
   // open of path, and fetches one of them.
   void MaybePrefetchDir(const std::string& path);
@@ -313,21 +287,10 @@ class ObjectCacheImpl final : public ObjectCache {
   // page cache, so that the open finds it checked and its pages there.
   // False if the cache does not hold it whole (nothing was checked).
   bool VerifyAhead(const std::string& path);
-  // Reads back and checks the pinned chunks to_check of v, a batch of
-  // kCheckBatch at a time. Returns one flag per chunk (CheckChunks).
-  std::vector<char> CheckInBatches(const ObjectVersion& v, DataFile& file,
-                                   const std::vector<ChunkToCheck>& to_check);
-  static constexpr size_t kCheckBatch = 16;
   // Waits while VerifyAhead checks version key.
   void AwaitVerifyAhead(const VersionKey& key);
   // Most chunks a Readahead holds.
   size_t ReadaheadLimit() const;
-
-  // Reading a stored chunk back (cache_read.cc).
-  // The chunk's bytes if it is in the store with a matching checksum.
-  std::optional<ChunkBytes> LoadStored(const ObjectVersion& v, uint64_t idx);
-  // Present (in the index or verified here)?
-  bool IsCached(const ChunkKey& key);
 
   // cache_lease.cc
   class PinnedVersion;
@@ -352,6 +315,7 @@ class ObjectCacheImpl final : public ObjectCache {
   IndexSize index_size_;
   HitLog hits_{index_.get(), &policy_};
   ChunkWriter writer_;
+  ChunkReader reader_;
   Evictor evictor_;
   Warmer warmer_;
   Fetcher fetcher_;
