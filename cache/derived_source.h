@@ -55,4 +55,14 @@ class DerivedSource {
   virtual void Expedite(const std::string& path) = 0;
 };
 
+// A mount without decoded views: no path is derived.
+class NothingDerived final : public DerivedSource {
+ public:
+  bool IsDerived(const std::string&) const override { return false; }
+  uint64_t DerivedDevice(const std::string&) const override { return 0; }
+  Status CheckRead(const std::string&, uint64_t, uint64_t) override { return Status::OK(); }
+  bool HasUnreadableRanges(const std::string&) override { return false; }
+  void Expedite(const std::string&) override {}
+};
+
 }  // namespace stoker

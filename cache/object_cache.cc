@@ -19,16 +19,6 @@
 namespace stoker {
 namespace {
 
-// A mount without decoded views: no path is derived.
-class NothingDerived final : public DerivedSource {
- public:
-  bool IsDerived(const std::string&) const override { return false; }
-  uint64_t DerivedDevice(const std::string&) const override { return 0; }
-  Status CheckRead(const std::string&, uint64_t, uint64_t) override { return Status::OK(); }
-  bool HasUnreadableRanges(const std::string&) override { return false; }
-  void Expedite(const std::string&) override {}
-};
-
 Status ValidateOptions(const CacheOptions& o) {
   if (o.dir.empty()) return Status::Invalid("cache dir not given");
   if (o.chunk_size < kBlockSize || o.chunk_size % kBlockSize != 0 || o.chunk_size > (64u << 20)) {
@@ -168,6 +158,7 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
                                  &index_size_, &hits_, &counters_, [this] { evictor_.Kick(); }}),
       reader_(ChunkReader::Parts{chunk_size_, io_.get(), index_.get(), store_.get(),
                                  resident_.get(), &writer_, &counters_}),
+      origin_reader_(OriginReader::Parts{chunk_size_, index_.get(), derived_.get(), &counters_}),
       evictor_(Evictor::Parts{chunk_size_, index_.get(), store_.get(), &quota_, &policy_,
                               resident_.get(), &writer_, &hits_, &index_size_, &counters_}),
       warmer_(origin_.get(), &counters_, kMaxWarmJobs,

@@ -3,7 +3,8 @@
 // (data files); ResidentChunks (pins, latches, verified once per process);
 // an EvictionPolicy + Quota and IndexSize; the VersionTable (which version
 // of each path is served); the ChunkWriter (every write and removal of a
-// chunk) and the ChunkReader (reading back, checking once); a HitLog; the
+// chunk) and the ChunkReader (reading back, checking once); the
+// OriginReader (reading origin files, checking their version); a HitLog; the
 // Evictor and the Warmer (threads); a Fetcher (collapsed misses),
 // UnstoredChunks and Readaheads (bytes in memory); a DirScan and a
 // WorkerPool. Private to cache/.
@@ -54,6 +55,7 @@
 #include "cache/io/io_backend.h"
 #include "cache/object_cache.h"
 #include "cache/object_version.h"
+#include "cache/origin_reader.h"
 #include "cache/readahead.h"
 #include "cache/resident_chunks.h"
 #include "cache/unstored_chunks.h"
@@ -259,12 +261,6 @@ class ObjectCacheImpl final : public ObjectCache {
   void TakeHeld(FetchJob& job);
   void LeadRuns(FetchJob& job);
   void AwaitFollowed(FetchJob& job);
-  Result<std::vector<ChunkBytes>> ReadRun(const ObjectVersion& v, OriginHandle& origin,
-                                          uint64_t first, uint64_t n);
-  // Whether file, another inode with v's size and mtime, holds v's bytes:
-  // every chunk of v in the index is read from it and matches its checksum
-  // (and there is at least one).
-  bool HoldsCachedBytes(const ObjectVersion& v, OriginFile& file);
   void MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end, uint64_t last_chunk);
   void PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
                      const std::shared_ptr<OriginHandle>& origin,
@@ -316,6 +312,7 @@ class ObjectCacheImpl final : public ObjectCache {
   HitLog hits_{index_.get(), &policy_};
   ChunkWriter writer_;
   ChunkReader reader_;
+  OriginReader origin_reader_;
   Evictor evictor_;
   Warmer warmer_;
   Fetcher fetcher_;
