@@ -176,32 +176,14 @@ void ObjectCacheImpl::AwaitFollowed(FetchJob& job) {
 void ObjectCacheImpl::MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end,
                                     uint64_t last_chunk) {
   if (options_.prefetch_bytes == 0) return;
-  const auto& v = f.version;
-  uint64_t from = 0, until = 0;
+  SequentialReads::Step step;
   {
     MutexLock l(f.mu);
-    // One sequential reader's requests arrive out of order (the kernel reads
-    // ahead with several at once, answered by several threads): a read
-    // within a window of where the reader got to is still sequential, and
-    // what is held for the requests still behind it stays.
-    const uint64_t window = options_.prefetch_bytes;
-    const bool sequential =
-        off <= f.next_off ? f.next_off - off <= window : off - f.next_off <= window;
-    if (!sequential) {
-      f.next_off = end;
-      f.prefetched_until = 0;
-      f.readahead->DropBefore(0);  // prefetch in flight is for another position
-      return;
-    }
-    f.next_off = std::max(f.next_off, end);
-    f.readahead->DropBefore((off > window ? off - window : 0) / chunk_size_);
-    until = std::min(v->chunks, ChunkCount(f.next_off + options_.prefetch_bytes, chunk_size_));
-    from = std::max(f.prefetched_until, last_chunk + 1);
-    // Wait for half a window of new chunks, so that tasks are not one chunk each.
-    const uint64_t chunks = std::max<uint64_t>(1, window / chunk_size_);
-    if (from >= until || (until - from < (chunks + 1) / 2 && until < v->chunks)) return;
-    f.prefetched_until = until;
+    step = f.reads.Next(off, end, last_chunk);
+    f.readahead->DropBefore(step.drop_before);
   }
+  const uint64_t from = step.first;
+  const uint64_t until = step.end;
   const uint64_t per_task = std::max<uint64_t>(1, (2ull << 20) / chunk_size_);
   for (uint64_t a = from; a < until; a += per_task) {
     uint64_t b = std::min(until, a + per_task);

@@ -122,7 +122,8 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenHeldUnlocked(const std::string&
   o.content_tag = ContentTag(*entry->version, derived);
   o.file =
       std::make_shared<OpenFileState>(entry->version, std::make_shared<OriginHandle>(origin_, path),
-                                      std::make_shared<Readahead>(readahead_budget_), derived);
+                                      std::make_shared<Readahead>(readahead_budget_), derived,
+                                      options_.prefetch_bytes, chunk_size_);
   return o;
 }
 
@@ -239,7 +240,8 @@ ObjectCache::Opened ObjectCacheImpl::FinishOpen(const std::string& path, Opener 
   o.content_tag = ContentTag(*entry.version, derived);
   o.file =
       std::make_shared<OpenFileState>(entry.version, std::make_shared<OriginHandle>(origin_, path),
-                                      std::make_shared<Readahead>(readahead_budget_), derived);
+                                      std::make_shared<Readahead>(readahead_budget_), derived,
+                                      options_.prefetch_bytes, chunk_size_);
   versions_.Put(path, std::move(entry));
   return o;
 }

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -58,6 +59,7 @@
 #include "cache/origin_reader.h"
 #include "cache/readahead.h"
 #include "cache/resident_chunks.h"
+#include "cache/sequential_reads.h"
 #include "cache/unstored_chunks.h"
 #include "cache/version_table.h"
 #include "cache/warm_job.h"
@@ -96,18 +98,21 @@ struct FetchTally {
 
 class OpenFileState {
  public:
+  // window: the prefetch window (CacheOptions::prefetch_bytes).
   OpenFileState(std::shared_ptr<ObjectVersion> v, std::shared_ptr<OriginHandle> o,
-                std::shared_ptr<Readahead> r, bool d)
-      : version(std::move(v)), origin(std::move(o)), readahead(std::move(r)), derived(d) {}
+                std::shared_ptr<Readahead> r, bool d, uint64_t window, uint64_t chunk_size)
+      : version(std::move(v)),
+        origin(std::move(o)),
+        readahead(std::move(r)),
+        derived(d),
+        reads(std::max<uint64_t>(1, window), chunk_size, version->chunks) {}
   const std::shared_ptr<ObjectVersion> version;
   const std::shared_ptr<OriginHandle> origin;
   const std::shared_ptr<Readahead> readahead;
   const bool derived;  // a decoded view's file (DerivedSource::IsDerived)
 
-  // Sequential detection.
   Mutex mu;
-  uint64_t next_off GUARDED_BY(mu) = 0;          // where the last read ended
-  uint64_t prefetched_until GUARDED_BY(mu) = 0;  // chunk index, exclusive
+  SequentialReads reads GUARDED_BY(mu);  // what to prefetch
 };
 
 class ObjectCacheImpl final : public ObjectCache {
