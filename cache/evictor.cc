@@ -147,82 +147,89 @@ bool Evictor::DropVersion(const VersionKey& v) {
   return true;
 }
 
-void Evictor::EvictToLow() {
-  Quota& quota = *p_.quota;
-  ResidentChunks& resident = *p_.resident;
+std::vector<EvictionPolicy::Victim> Evictor::PickVictims(uint64_t over, uint64_t* commits) {
   const uint64_t chunk_size = p_.chunk_size;
+  // Stale chunks go down to the low watermark, others only to the high
+  // one; a victim latched and then left in place costs a reader that
+  // meets the latch a fetch from the origin, so no more are taken.
+  const size_t want =
+      static_cast<size_t>(std::min<uint64_t>(kMaxVictimsPerRound, over / chunk_size + 1));
+  const uint64_t over_high = p_.quota->CommittedOverHigh();
+  const size_t want_not_stale = static_cast<size_t>(
+      std::min<uint64_t>(want, over_high == 0 ? 0 : (over_high + chunk_size - 1) / chunk_size));
+  // Read before the cursors: a chunk committed after them bumps it.
+  *commits = p_.quota->commits();
+  auto newest = p_.index->NewEvictCursor(EvictionPolicy::kProbationaryQueue);
+  auto oldest = p_.index->NewEvictCursor(EvictionPolicy::kProbationaryQueue, true);
+  auto prot = p_.index->NewEvictCursor(EvictionPolicy::kProtectedQueue);
+  return p_.policy->PickVictims(
+      *newest, *oldest, *prot, p_.index->clock(), p_.index->meta().chunks, want, want_not_stale,
+      [&](const ChunkKey& k) { return p_.resident->TryLatchForEvict(k); });
+}
+
+Evictor::Round Evictor::EvictVictims(const std::vector<EvictionPolicy::Victim>& victims,
+                                     uint64_t commits, bool may_repick,
+                                     std::set<VersionKey>* touched) {
+  Quota& quota = *p_.quota;
+  Round r;
+  for (const auto& victim : victims) {
+    // Fresh probationary chunks only make room for more fresh ones, and
+    // a protected chunk that is not stale is part of the resident subset:
+    // when either is next, stop at the high watermark (see eviction.h).
+    // Only stale chunks go down to the low one. Victims come in policy
+    // order, so nothing after them goes either.
+    r.done =
+        r.done || quota.BytesOverLow() == 0 || (!victim.stale() && !quota.CommittedAboveHigh());
+    // A chunk committed since the pick is fresh and newer than any fresh
+    // victim here, so it goes before them and before every protected
+    // one: pick again (a bounded number of times, so a steady stream of
+    // commits cannot stall the round). Stale victims go regardless.
+    r.repick = r.repick || (!victim.stale() && may_repick && quota.commits() != commits);
+    if (r.done || r.repick) {
+      p_.resident->Unlatch(victim.key);
+      continue;
+    }
+    const ChunkKey& key = victim.key;
+    bool in_slot = false;
+    auto freed = p_.writer->PunchAndDrop(key, victim.rank, &in_slot);
+    p_.resident->ReleaseLatch(key);
+    if (!freed.ok()) {
+      // Punched, but its record stays (read as a checksum failure and
+      // fetched again). The index refuses writes, as RocksDB does after
+      // its disk was full until it finds room: what the rest of the batch
+      // frees by its punches is that room.
+      if (!r.failed) LOG_WARN("evicting: {}", freed.status().message());
+      r.failed = true;
+      continue;
+    }
+    r.dropped = true;
+    quota.Free(*freed);
+    if (*freed) {
+      p_.counters->evicted_bytes += *freed;
+      p_.counters->evicted_chunks++;
+      r.evicted += *freed;
+    }
+    if (!in_slot) touched->insert(key.version_key());  // its file may be empty now
+  }
+  return r;
+}
+
+void Evictor::EvictToLow() {
   uint64_t evicted = 0;
   std::set<VersionKey> touched;
   int repicks = 0;
   for (;;) {
-    uint64_t over = quota.BytesOverLow();
+    const uint64_t over = p_.quota->BytesOverLow();
     if (over == 0 || Stopping()) break;
-    // Stale chunks go down to the low watermark, others only to the high
-    // one; a victim latched and then left in place costs a reader that
-    // meets the latch a fetch from the origin, so no more are taken.
-    size_t want =
-        static_cast<size_t>(std::min<uint64_t>(kMaxVictimsPerRound, over / chunk_size + 1));
-    const uint64_t over_high = quota.CommittedOverHigh();
-    size_t want_not_stale = static_cast<size_t>(
-        std::min<uint64_t>(want, over_high == 0 ? 0 : (over_high + chunk_size - 1) / chunk_size));
-    // Read before the cursors: a chunk committed after them bumps it.
-    const uint64_t commits = quota.commits();
-    auto newest = p_.index->NewEvictCursor(EvictionPolicy::kProbationaryQueue);
-    auto oldest = p_.index->NewEvictCursor(EvictionPolicy::kProbationaryQueue, true);
-    auto prot = p_.index->NewEvictCursor(EvictionPolicy::kProtectedQueue);
-    auto victims = p_.policy->PickVictims(
-        *newest, *oldest, *prot, p_.index->clock(), p_.index->meta().chunks, want, want_not_stale,
-        [&](const ChunkKey& k) { return resident.TryLatchForEvict(k); });
-    newest.reset();
-    oldest.reset();
-    prot.reset();
+    uint64_t commits = 0;
+    const std::vector<EvictionPolicy::Victim> victims = PickVictims(over, &commits);
     if (victims.empty()) break;  // nothing left that is not pinned
-    bool done = false;
-    bool repick = false;
-    bool failed = false;
-    bool dropped = false;
-    for (const auto& victim : victims) {
-      // Fresh probationary chunks only make room for more fresh ones, and
-      // a protected chunk that is not stale is part of the resident subset:
-      // when either is next, stop at the high watermark (see eviction.h).
-      // Only stale chunks go down to the low one. Victims come in policy
-      // order, so nothing after them goes either.
-      done = done || quota.BytesOverLow() == 0 || (!victim.stale() && !quota.CommittedAboveHigh());
-      // A chunk committed since the pick is fresh and newer than any fresh
-      // victim here, so it goes before them and before every protected
-      // one: pick again (a bounded number of times, so a steady stream of
-      // commits cannot stall the round). Stale victims go regardless.
-      repick = repick || (!victim.stale() && repicks < kMaxRepicks && quota.commits() != commits);
-      if (done || repick) {
-        resident.Unlatch(victim.key);
-        continue;
-      }
-      const ChunkKey& key = victim.key;
-      bool in_slot = false;
-      auto freed = p_.writer->PunchAndDrop(key, victim.rank, &in_slot);
-      resident.ReleaseLatch(key);
-      if (!freed.ok()) {
-        // Punched, but its record stays (read as a checksum failure and
-        // fetched again). The index refuses writes, as RocksDB does after
-        // its disk was full until it finds room: what the rest of the batch
-        // frees by its punches is that room.
-        if (!failed) LOG_WARN("evicting: {}", freed.status().message());
-        failed = true;
-        continue;
-      }
-      dropped = true;
-      quota.Free(*freed);
-      if (*freed) {
-        p_.counters->evicted_bytes += *freed;
-        p_.counters->evicted_chunks++;
-        evicted += *freed;
-      }
-      if (!in_slot) touched.insert(key.version_key());  // its file may be empty now
-    }
-    if (done) break;
+    const Round r = EvictVictims(victims, commits, repicks < kMaxRepicks, &touched);
+    evicted += r.evicted;
+    if (r.done) break;
     // No drop went through: picking again would pick the same victims.
-    if (failed && !dropped) break;
-    if (repick) repicks++;
+    if (r.failed && !r.dropped) break;
+    if (r.repick) repicks++;
   }
   for (const VersionKey& v : touched) {
     auto u = p_.store->UnlinkIfIdle(v, [&]() -> Result<bool> {

@@ -18,7 +18,9 @@
 
 #include <atomic>
 #include <deque>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "cache/cache_stats.h"
 #include "cache/chunk.h"
@@ -73,7 +75,24 @@ class Evictor {
   // Drops one version's chunks; false if it must wait for a later round
   // (still written, a slab chunk still read, an index error).
   bool DropVersion(const VersionKey& v);
+  // Eviction rounds until the quota is down to its low watermark (stale
+  // chunks) or its high one (the rest), nothing evictable is left, or Stop.
   void EvictToLow();
+  // One round's victims, latched, in policy order; *commits: the quota's
+  // commit count before they were picked.
+  std::vector<EvictionPolicy::Victim> PickVictims(uint64_t over, uint64_t* commits);
+  // What one round did.
+  struct Round {
+    bool done = false;     // down to a watermark: stop
+    bool repick = false;   // a commit since the pick: pick again
+    bool failed = false;   // a drop failed
+    bool dropped = false;  // a drop went through
+    uint64_t evicted = 0;  // bytes freed
+  };
+  // Evicts victims (each latched) in order; the rest are unlatched. The
+  // versions whose file may be empty now go to touched.
+  Round EvictVictims(const std::vector<EvictionPolicy::Victim>& victims, uint64_t commits,
+                     bool may_repick, std::set<VersionKey>* touched);
   bool Stopping();
 
   const Parts p_;
