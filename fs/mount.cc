@@ -65,7 +65,117 @@ class ReadyLine {
   int fd_ GUARDED_BY(mu_);
 };
 
-// Everything after fuse_session_new succeeded. Returns the loop's status.
+// Serve's first step: a new daemon hands the session the device its early
+// mount opened (and, supervised, INIT to the supervisor); a restarted one
+// takes over the session its predecessor left (fs/supervisor.h).
+Status StartSession(const MountOptions& options, const std::string& mountpoint, fuse_session* se,
+                    EarlyMount* early, SupervisorLink* link) {
+  const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
+  if (restart != nullptr) return TakeOverSession(se, *restart, PassthroughOf(options));
+  STOKER_ASSIGN_OR_RETURN(int fd, early->TakeDevice());
+  if (Status st = ServeDevice(se, fd, PassthroughOf(options)); !st.ok()) {
+    close(fd);
+    return Status::Error(EIO, "could not serve the mount at '" + mountpoint + "': " + st.message());
+  }
+  if (link != nullptr) StartSupervised(se, *link, mountpoint);
+  return Status::OK();
+}
+
+// The socket `stoker warm` and `stoker stat` talk to (fs/control_socket.h);
+// null if it could not be made: the mount serves without it.
+std::unique_ptr<ControlSocket> StartControlSocket(const MountOptions& options, ObjectCache& cache,
+                                                  const std::string& mountpoint,
+                                                  const std::function<nlohmann::json()>& stats) {
+  Result<std::unique_ptr<ControlSocket>> sock = ControlSocket::Start(
+      options.cache.dir + "/control.sock", [&cache, &mountpoint, &stats](const nlohmann::json& r) {
+        return HandleControlRequest(r, cache, mountpoint, stats);
+      });
+  if (!sock.ok()) {
+    LOG_WARN("no control socket ({}); `stoker warm` will not reach this mount",
+             sock.status().message());
+    return nullptr;
+  }
+  return std::move(sock).value();
+}
+
+// The device the mount is, once the kernel has finished INIT. Unsupervised,
+// a stat() through us, which waits for the FUSE loop; supervised, from
+// /proc/self/mountinfo (see Serve for why).
+Result<dev_t> MountedDevice(const std::string& mountpoint, bool supervised) {
+  if (supervised) return DevOfMount(mountpoint);
+  struct stat st;
+  if (stat(mountpoint.c_str(), &st) != 0) return Status::Error(errno, std::strerror(errno));
+  return st.st_dev;
+}
+
+// INIT is done: whether the kernel lets us hand it backing files. Returns
+// why the mount must end (--passthrough on, and the kernel refuses), or ""
+// to go on, with passthrough on or off as the kernel allows.
+std::string SettlePassthrough(const MountOptions& options, fuse_session* se, FsContext& fs) {
+  if (PassthroughOf(options) == PassthroughMode::kOff) return "";
+  const std::string why = PassthroughRefusal(options, fuse_session_fd(se));
+  if (!why.empty() && options.passthrough == PassthroughMode::kOn) {
+    return "--passthrough on: the kernel refuses FUSE passthrough here (" + why + ")";
+  }
+  if (!why.empty()) {
+    fs.passthrough->Disable(why);
+    LOG_INFO("FUSE passthrough is off: {}; every read goes through the daemon", why);
+  } else {
+    LOG_INFO("FUSE passthrough is on for files held whole in the cache");
+  }
+  return "";
+}
+
+// The mount is live and passthrough settled: raise read-ahead (only now, as
+// INIT would cap it again) and tell the CLI.
+void FinishMount(const MountOptions& options, const std::string& mountpoint, dev_t dev,
+                 const FsContext& fs, ReadyLine& ready) {
+  if (!RaiseReadahead(dev, kReadaheadKb)) {
+    LOG_DEBUG("could not raise read-ahead to {} KiB", kReadaheadKb);
+  }
+  if (!options.check_permissions) {
+    LOG_WARN(
+        "--no-default-permissions: the origin's modes are not checked; every user the "
+        "mount lets in reads every file");
+  }
+  LOG_INFO("mounted {} at {}", fs.origin->Describe(), mountpoint);
+  ready.Send("ok");
+}
+
+// Runs the FUSE loop until the mount ends; libfuse's result.
+int RunSessionLoop(const MountOptions& options, fuse_session* se, bool supervised) {
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  // A clone dies with its daemon, and its unanswered requests with it
+  // (fs/supervisor.h): under a supervisor every thread reads the one fd.
+  fuse_loop_cfg_set_clone_fd(cfg, supervised ? 0 : 1);
+  if (options.fuse_threads > 0) {
+    fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(options.fuse_threads));
+    fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(options.fuse_threads));
+  } else {
+    // libfuse's 10 workers can all be taken by calls stuck in a hung origin
+    // before the stall watch sees it (cache/origin/stall_watch.h); the rest of the
+    // mount must still answer from the cache. Workers are started only when
+    // all are busy.
+    fuse_loop_cfg_set_max_threads(cfg, kDefaultMaxWorkers);
+  }
+  const int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  return rc;
+}
+
+// A session taken over does not know it is mounted (libfuse unmounts only
+// what it mounted). Unmount unless the kernel already ended the connection
+// (`stoker unmount`, fusermount3 -u): then whatever is at the mountpoint now
+// is not ours.
+void DetachTakenOver(const DaemonRestart& restart, const std::string& mountpoint) {
+  pollfd p{restart.fuse_fd, 0, 0};
+  const bool ended = poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
+  if (!ended && !DetachMount(mountpoint)) LOG_ERROR("could not unmount {}", mountpoint);
+}
+
+// Everything after fuse_session_new succeeded: start the session, the
+// control socket and the readiness check, run the loop, then stop what can
+// send to the session before it ends. Returns the loop's status.
 Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_session* se,
              EarlyMount* early, FsContext& fs, ObjectCache& cache, ReadyLine& ready,
              const std::function<nlohmann::json()>& stats, SupervisorLink* link) {
@@ -75,31 +185,8 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
         return fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
       });
   fs.notifier = &notifier;
-
-  const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
-  if (restart != nullptr) {
-    STOKER_RETURN_IF_ERROR(TakeOverSession(se, *restart, PassthroughOf(options)));
-  } else {
-    STOKER_ASSIGN_OR_RETURN(int fd, early->TakeDevice());
-    if (Status st = ServeDevice(se, fd, PassthroughOf(options)); !st.ok()) {
-      close(fd);
-      return Status::Error(EIO,
-                           "could not serve the mount at '" + mountpoint + "': " + st.message());
-    }
-    if (link != nullptr) StartSupervised(se, *link, mountpoint);
-  }
-
-  std::unique_ptr<ControlSocket> control;
-  Result<std::unique_ptr<ControlSocket>> sock = ControlSocket::Start(
-      options.cache.dir + "/control.sock", [&cache, &mountpoint, &stats](const nlohmann::json& r) {
-        return HandleControlRequest(r, cache, mountpoint, stats);
-      });
-  if (sock.ok()) {
-    control = std::move(sock).value();
-  } else {
-    LOG_WARN("no control socket ({}); `stoker warm` will not reach this mount",
-             sock.status().message());
-  }
+  STOKER_RETURN_IF_ERROR(StartSession(options, mountpoint, se, early, link));
+  std::unique_ptr<ControlSocket> control = StartControlSocket(options, cache, mountpoint, stats);
 
   // The mount is live once the kernel has finished INIT and answered a stat
   // through us; only then raise read-ahead (INIT would cap it again) and
@@ -113,74 +200,28 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
   std::atomic<dev_t> dev{0};
   std::string passthrough_failed;  // written by readiness, read after join
   std::thread readiness([&] {
-    dev_t d = 0;
-    if (link != nullptr) {
-      Result<dev_t> found = DevOfMount(mountpoint);
-      if (!found.ok()) {
-        ready.Send("error: the mount did not come up: " + found.status().message());
-        return;
-      }
-      d = *found;
-    } else {
-      struct stat st;
-      if (stat(mountpoint.c_str(), &st) != 0) {
-        ready.Send(std::string("error: the mount did not come up: ") + std::strerror(errno));
-        return;
-      }
-      d = st.st_dev;
+    Result<dev_t> found = MountedDevice(mountpoint, link != nullptr);
+    if (!found.ok()) {
+      ready.Send("error: the mount did not come up: " + found.status().message());
+      return;
     }
-    dev = d;
-    // INIT is done: whether the kernel lets us hand it backing files.
-    if (PassthroughOf(options) != PassthroughMode::kOff) {
-      const std::string why = PassthroughRefusal(options, fuse_session_fd(se));
-      if (!why.empty() && options.passthrough == PassthroughMode::kOn) {
-        passthrough_failed =
-            "--passthrough on: the kernel refuses FUSE passthrough here (" + why + ")";
-        ready.Send("error: " + passthrough_failed);
-        // Ends the loop; the rest of the mount is taken down below. Only
-        // root may abort a connection, but whoever mounted may unmount.
-        if (early != nullptr) {
-          early->Unmount();
-        } else {
-          AbortFuseConnection(d);
-        }
-        return;
-      }
-      if (!why.empty()) {
-        fs.passthrough->Disable(why);
-        LOG_INFO("FUSE passthrough is off: {}; every read goes through the daemon", why);
+    dev = *found;
+    passthrough_failed = SettlePassthrough(options, se, fs);
+    if (!passthrough_failed.empty()) {
+      ready.Send("error: " + passthrough_failed);
+      // Ends the loop; the rest of the mount is taken down below. Only
+      // root may abort a connection, but whoever mounted may unmount.
+      if (early != nullptr) {
+        early->Unmount();
       } else {
-        LOG_INFO("FUSE passthrough is on for files held whole in the cache");
+        AbortFuseConnection(*found);
       }
+      return;
     }
-    if (!RaiseReadahead(d, kReadaheadKb)) {
-      LOG_DEBUG("could not raise read-ahead to {} KiB", kReadaheadKb);
-    }
-    if (!options.check_permissions) {
-      LOG_WARN(
-          "--no-default-permissions: the origin's modes are not checked; every user the "
-          "mount lets in reads every file");
-    }
-    LOG_INFO("mounted {} at {}", fs.origin->Describe(), mountpoint);
-    ready.Send("ok");
+    FinishMount(options, mountpoint, *found, fs, ready);
   });
 
-  fuse_loop_config* cfg = fuse_loop_cfg_create();
-  // A clone dies with its daemon, and its unanswered requests with it
-  // (fs/supervisor.h): under a supervisor every thread reads the one fd.
-  fuse_loop_cfg_set_clone_fd(cfg, link == nullptr ? 1 : 0);
-  if (options.fuse_threads > 0) {
-    fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(options.fuse_threads));
-    fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(options.fuse_threads));
-  } else {
-    // libfuse's 10 workers can all be taken by calls stuck in a hung origin
-    // before the stall watch sees it (cache/origin/stall_watch.h); the rest of the
-    // mount must still answer from the cache. Workers are started only when
-    // all are busy.
-    fuse_loop_cfg_set_max_threads(cfg, kDefaultMaxWorkers);
-  }
-  const int rc = fuse_session_loop_mt(se, cfg);
-  fuse_loop_cfg_destroy(cfg);
+  const int rc = RunSessionLoop(options, se, link != nullptr);
   LOG_INFO("unmounting {}", mountpoint);
 
   // No new warm requests into the cache, no notification into a dying
@@ -191,33 +232,196 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
   });
   fs.notifier = nullptr;
   if (early != nullptr) early->Unmount();  // also unblocks a readiness stat() still waiting
-  if (restart != nullptr) {
-    // A session taken over does not know it is mounted (libfuse unmounts
-    // only what it mounted). Unmount unless the kernel already ended the
-    // connection (`stoker unmount`, fusermount3 -u): then whatever is at
-    // the mountpoint now is not ours.
-    pollfd p{restart->fuse_fd, 0, 0};
-    const bool ended = poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
-    if (!ended && !DetachMount(mountpoint)) LOG_ERROR("could not unmount {}", mountpoint);
-  }
+  if (link != nullptr && link->restart() != nullptr) DetachTakenOver(*link->restart(), mountpoint);
   readiness.join();
   if (!passthrough_failed.empty()) return Status::Error(EOPNOTSUPP, passthrough_failed);
   if (rc < 0) return Status::FromErrno(-rc, "FUSE session loop");
   return Status::OK();
 }
 
+// Where to mount. A new daemon checks, before anything is opened or created,
+// that it may use FUSE (a container without /dev/fuse or CAP_SYS_ADMIN is
+// told so in one line, not by libfuse's fallbacks) and prepares the
+// mountpoint; a restarted daemon's is ours, mounted: not to be checked again.
+Result<std::string> ResolveMountpoint(const MountOptions& options, const DaemonRestart* restart) {
+  if (restart != nullptr) return restart->mountpoint;
+  STOKER_RETURN_IF_ERROR(CheckFuseAccess(ProbeFuseAccess()));
+  return PrepareMountpoint(options.mountpoint);
+}
+
+// The cache over the origin the views give, attached to the views, whose
+// list of what does not decode outlives the daemon (view_stats.h).
+Result<std::unique_ptr<ObjectCache>> OpenCache(const MountOptions& options, ViewMount& views) {
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
+                          ObjectCache::Open(options.cache, views.origin, views.derived));
+  views.Attach(cache.get());
+  if (!views.views.empty()) {
+    Result<size_t> kept = views.stats->errors.Persist(options.cache.dir + "/view-errors");
+    if (kept.ok()) {
+      views.stats->counters.errors += *kept;
+    } else {
+      LOG_WARN("{}; view errors are listed in memory only", kept.status().message());
+    }
+  }
+  return cache;
+}
+
+// What stats.json, `stoker stat` and the metrics say of this daemon: the
+// cache's stats, then the mount's own. Read by the control files, the
+// control socket and the metrics thread while the mount serves.
+struct DaemonStats {
+  const MountOptions& options;
+  const std::string& mountpoint;
+  std::chrono::steady_clock::time_point started;
+  ObjectCache& cache;
+  const Origin& origin;
+  const ViewMount& views;
+  SupervisorLink* link;
+  // The FUSE context, from when it is made until its handles are freed.
+  const FsContext* fs = nullptr;
+
+  nlohmann::json Json() const {
+    nlohmann::json j = cache.Stats();
+    if (!j.is_object()) j = nlohmann::json{{"cache", j}};
+    j["mountpoint"] = mountpoint;
+    j["origin"] = origin.Describe();
+    j["cache_dir"] = options.cache.dir;
+    j["control_socket"] = options.cache.dir + "/control.sock";
+    j["pid"] = getpid();
+    j["uptime_seconds"] =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+            .count();
+    if (!views.views.empty()) j.update(views.Stats());
+    if (link != nullptr) {
+      j["supervisor"] = {{"pid", link->supervisor_pid()},
+                         {"generation", link->generation()},
+                         {"restarts", link->restarts()}};
+    }
+    if (fs != nullptr) {
+      if (fs->passthrough != nullptr) j.update(fs->passthrough->Stats());
+      j["opens"] = fs->kernel_opens ? "kernel" : "daemon";
+      j["fuse_opens"] = fs->fuse_opens.load();
+      j["node_files"] = fs->node_files.size();
+      j["nodes_retired"] = fs->nodes_retired.load();
+      j["listings_kept"] = fs->listings_kept.load();
+      j["nodes_shed"] = fs->nodes_shed.load();
+      j["max_nodes"] = fs->max_nodes;
+      j["open_files"] = fs->files.size();
+      j["open_dirs"] = fs->dirs.size();
+      j["inodes"] = fs->inodes.size();
+      j["read_latency_seconds"] = fs->read_latency.Json();
+    }
+    return j;
+  }
+};
+
+// The FUSE context over the cache. Supervised, its inode table is journaled
+// to the supervisor, and a restarted daemon's is restored from the journal.
+std::unique_ptr<FsContext> MakeFsContext(const MountOptions& options, ObjectCache& cache,
+                                         Origin& origin, ControlFiles& control,
+                                         SupervisorLink* link) {
+  auto fs = std::make_unique<FsContext>(&cache, &origin, &control,
+                                        static_cast<double>(options.cache.revalidate_seconds),
+                                        MaxReadFrom(options.fuse_options));
+  fs->kernel_opens = options.kernel_opens;
+  fs->max_nodes = options.max_nodes;
+  if (Result<struct stat> root = origin.Stat(""); root.ok()) {
+    fs->inodes.SetRootOriginIno(root->st_ino);
+  }
+  if (link != nullptr) {
+    const DaemonRestart* restart = link->restart();
+    if (restart != nullptr && restart->nodes != nullptr) fs->inodes.Restore(*restart->nodes);
+    fs->inodes.SetJournal([link](std::string_view r) { link->Record(r); });
+    fs->handle_tag = static_cast<uint64_t>(link->generation() & 0xFFFF) << 48;
+  }
+  return fs;
+}
+
+// The low-level session over fs, with the mount's arguments; not mounted.
+Result<fuse_session*> NewSession(const MountOptions& options, FsContext& fs) {
+  Args args = FuseArgs(options, FsName(options.origin));
+  fuse_args fargs = args.Get();
+  const fuse_lowlevel_ops& ops = StokerLowlevelOps();
+  fuse_session* se = fuse_session_new(&fargs, &ops, sizeof(ops), &fs);
+  fuse_opt_free_args(&fargs);
+  if (se == nullptr) return Status::Invalid("invalid FUSE options" + LastFuseError());
+  return se;
+}
+
+// How passthrough registers backing files with the kernel through the
+// session. Supervised, each change is journaled too: a restarted daemon must
+// know what the kernel still reads directly.
+PassthroughNodes::Hooks BackingFileHooks(fuse_session* se, FsContext& fs, bool supervised) {
+  PassthroughNodes::Hooks hooks{[se](int fd) { return OpenBackingFile(fuse_session_fd(se), fd); },
+                                [se](int32_t id) { CloseBackingFile(fuse_session_fd(se), id); },
+                                nullptr};
+  if (supervised) {
+    hooks.journal = [&fs](uint64_t node, int32_t id, const WholeFileLease* lease) {
+      if (lease == nullptr) {
+        fs.inodes.JournalBacking(node, 0);
+      } else {
+        fs.inodes.JournalBacking(node, id, lease->object_id(), lease->version(), lease->chunks());
+      }
+    };
+  }
+  return hooks;
+}
+
+// A restarted daemon takes over the backing files its predecessor handed the
+// kernel, each with its version pinned; a node opened normally gets no
+// passthrough in this daemon (fs/passthrough.h).
+void InheritBackingFiles(const InodeTable::Saved& nodes, ObjectCache& cache,
+                         PassthroughNodes& passthrough) {
+  size_t inherited = 0;
+  for (const InodeTable::Saved::OpenedNode& n : nodes.Opened()) {
+    if (n.backing_id != 0) {
+      passthrough.Inherit(n.id, n.backing_id, cache.HoldVersion(n.object_id, n.version, n.chunks));
+      inherited++;
+    } else {
+      passthrough.MarkRestored(n.id);
+    }
+  }
+  if (inherited > 0) LOG_INFO("took over {} files the kernel reads directly", inherited);
+}
+
+// libfuse leaves an ignored signal ignored, and a daemon started from a
+// script's background job inherits SIGINT ignored; these must unmount.
+Status InstallSignalHandlers(fuse_session* se) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+  if (fuse_set_signal_handlers(se) != 0) {
+    return Status::Error(EIO, "could not install signal handlers");
+  }
+  return Status::OK();
+}
+
+// The metrics server where --metrics asks for one, else null. A daemon
+// restarted after a crash keeps serving the mount without one it cannot
+// start; a first daemon fails the mount.
+Result<std::unique_ptr<MetricsServer>> StartMetrics(const MountOptions& options,
+                                                    const std::function<nlohmann::json()>& stats,
+                                                    SupervisorLink* link) {
+  if (options.metrics.empty()) return std::unique_ptr<MetricsServer>();
+  Result<sockaddr_in> addr = ParseMetricsAddress(options.metrics);
+  Result<std::unique_ptr<MetricsServer>> started =
+      addr.ok() ? MetricsServer::Start(*addr, stats)
+                : Result<std::unique_ptr<MetricsServer>>(addr.status());
+  if (started.ok()) {
+    LOG_INFO("metrics for Prometheus at http://{}/metrics", AddressText(*addr));
+    return started;
+  }
+  if (link != nullptr && link->restart() != nullptr) {
+    LOG_WARN("{}; this daemon serves no metrics", started.status().message());
+    return std::unique_ptr<MetricsServer>();
+  }
+  return started.status();
+}
+
+// The daemon's life: open the origin, the views and the cache; build the
+// FUSE context and session; serve; then take it all down in order.
 Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLink* link) {
   const auto started = std::chrono::steady_clock::now();
   const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
-  std::string mountpoint;
-  if (restart != nullptr) {
-    mountpoint = restart->mountpoint;  // ours, mounted: not to be checked again
-  } else {
-    // Before anything is opened or created: a container without /dev/fuse
-    // or CAP_SYS_ADMIN is told so in one line, not by libfuse's fallbacks.
-    STOKER_RETURN_IF_ERROR(CheckFuseAccess(ProbeFuseAccess()));
-    STOKER_ASSIGN_OR_RETURN(mountpoint, PrepareMountpoint(options.mountpoint));
-  }
+  STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, ResolveMountpoint(options, restart));
   SetDirectIoEnabled(options.cache.direct_io);
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin,
                           MakeOrigin(options.origin, options.origin_options));
@@ -233,92 +437,18 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   STOKER_ASSIGN_OR_RETURN(ViewMount views, MakeViewMount(raw_origin, options.views,
                                                          options.decode_pool, options.decoder));
   const std::shared_ptr<Origin> origin = views.origin;
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
-                          ObjectCache::Open(options.cache, origin, views.derived));
-  views.Attach(cache.get());
-  if (!views.views.empty()) {
-    // The list of what does not decode outlives the daemon (view_stats.h).
-    Result<size_t> kept = views.stats->errors.Persist(options.cache.dir + "/view-errors");
-    if (kept.ok()) {
-      views.stats->counters.errors += *kept;
-    } else {
-      LOG_WARN("{}; view errors are listed in memory only", kept.status().message());
-    }
-  }
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache, OpenCache(options, views));
 
-  FsContext* fs_ptr = nullptr;  // the stats source needs the context it lives in
-  const std::string control_socket = options.cache.dir + "/control.sock";
-  std::function<nlohmann::json()> stats = [&]() {
-    nlohmann::json j = cache->Stats();
-    if (!j.is_object()) j = nlohmann::json{{"cache", j}};
-    j["mountpoint"] = mountpoint;
-    j["origin"] = origin->Describe();
-    j["cache_dir"] = options.cache.dir;
-    j["control_socket"] = control_socket;
-    j["pid"] = getpid();
-    j["uptime_seconds"] =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
-            .count();
-    if (!views.views.empty()) j.update(views.Stats());
-    if (link != nullptr) {
-      j["supervisor"] = {{"pid", link->supervisor_pid()},
-                         {"generation", link->generation()},
-                         {"restarts", link->restarts()}};
-    }
-    if (fs_ptr != nullptr) {
-      if (fs_ptr->passthrough != nullptr) j.update(fs_ptr->passthrough->Stats());
-      j["opens"] = fs_ptr->kernel_opens ? "kernel" : "daemon";
-      j["fuse_opens"] = fs_ptr->fuse_opens.load();
-      j["node_files"] = fs_ptr->node_files.size();
-      j["nodes_retired"] = fs_ptr->nodes_retired.load();
-      j["listings_kept"] = fs_ptr->listings_kept.load();
-      j["nodes_shed"] = fs_ptr->nodes_shed.load();
-      j["max_nodes"] = fs_ptr->max_nodes;
-      j["open_files"] = fs_ptr->files.size();
-      j["open_dirs"] = fs_ptr->dirs.size();
-      j["inodes"] = fs_ptr->inodes.size();
-      j["read_latency_seconds"] = fs_ptr->read_latency.Json();
-    }
-    return j;
-  };
+  DaemonStats daemon_stats{options, mountpoint, started, *cache, *origin, views, link};
+  std::function<nlohmann::json()> stats = [&daemon_stats] { return daemon_stats.Json(); };
   ControlFiles control(stats, [&views] { return views.stats->errors.Text(); });
-  auto fs = std::make_unique<FsContext>(cache.get(), origin.get(), &control,
-                                        static_cast<double>(options.cache.revalidate_seconds),
-                                        MaxReadFrom(options.fuse_options));
-  fs_ptr = fs.get();
-  fs->kernel_opens = options.kernel_opens;
-  fs->max_nodes = options.max_nodes;
-  if (Result<struct stat> root = origin->Stat(""); root.ok()) {
-    fs->inodes.SetRootOriginIno(root->st_ino);
-  }
-  if (link != nullptr) {
-    if (restart != nullptr && restart->nodes != nullptr) fs->inodes.Restore(*restart->nodes);
-    fs->inodes.SetJournal([link](std::string_view r) { link->Record(r); });
-    fs->handle_tag = static_cast<uint64_t>(link->generation() & 0xFFFF) << 48;
-  }
-
-  Args args = FuseArgs(options, FsName(options.origin));
-  fuse_args fargs = args.Get();
-  const fuse_lowlevel_ops& ops = StokerLowlevelOps();
-  fuse_session* se = fuse_session_new(&fargs, &ops, sizeof(ops), fs.get());
-  fuse_opt_free_args(&fargs);
-  if (se == nullptr) return Status::Invalid("invalid FUSE options" + LastFuseError());
-  PassthroughNodes::Hooks hooks{[se](int fd) { return OpenBackingFile(fuse_session_fd(se), fd); },
-                                [se](int32_t id) { CloseBackingFile(fuse_session_fd(se), id); },
-                                nullptr};
-  if (link != nullptr) {
-    // A restarted daemon must know what the kernel still reads directly.
-    hooks.journal = [&fs](uint64_t node, int32_t id, const WholeFileLease* lease) {
-      if (lease == nullptr) {
-        fs->inodes.JournalBacking(node, 0);
-      } else {
-        fs->inodes.JournalBacking(node, id, lease->object_id(), lease->version(), lease->chunks());
-      }
-    };
-  }
+  std::unique_ptr<FsContext> fs = MakeFsContext(options, *cache, *origin, control, link);
+  daemon_stats.fs = fs.get();
+  fuse_session* se = nullptr;
+  STOKER_ASSIGN_OR_RETURN(se, NewSession(options, *fs));
   // Idle files keep their backing file for their next open: a few, and
   // never more than a sixteenth of the cache pinned so.
-  PassthroughNodes passthrough(std::move(hooks), kIdleBackingFiles,
+  PassthroughNodes passthrough(BackingFileHooks(se, *fs, link != nullptr), kIdleBackingFiles,
                                options.cache.capacity_bytes / 16);
   if (options.kernel_opens) {
     passthrough.Disable("opens_kernel");
@@ -326,45 +456,21 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
     passthrough.Disable("off");
   }
   if (restart != nullptr && restart->nodes != nullptr) {
-    size_t inherited = 0;
-    for (const InodeTable::Saved::OpenedNode& n : restart->nodes->Opened()) {
-      if (n.backing_id != 0) {
-        passthrough.Inherit(n.id, n.backing_id,
-                            cache->HoldVersion(n.object_id, n.version, n.chunks));
-        inherited++;
-      } else {
-        passthrough.MarkRestored(n.id);
-      }
-    }
-    if (inherited > 0) LOG_INFO("took over {} files the kernel reads directly", inherited);
+    InheritBackingFiles(*restart->nodes, *cache, passthrough);
   }
   fs->passthrough = &passthrough;
-  // libfuse leaves an ignored signal ignored, and a daemon started from a
-  // script's background job inherits SIGINT ignored; these must unmount.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
-  if (fuse_set_signal_handlers(se) != 0) {
+  if (Status st = InstallSignalHandlers(se); !st.ok()) {
     fuse_session_destroy(se);
-    return Status::Error(EIO, "could not install signal handlers");
+    return st;
   }
+  Result<std::unique_ptr<MetricsServer>> started_metrics = StartMetrics(options, stats, link);
+  if (!started_metrics.ok()) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return started_metrics.status();
+  }
+  std::unique_ptr<MetricsServer> metrics = std::move(started_metrics).value();
 
-  std::unique_ptr<MetricsServer> metrics;
-  if (!options.metrics.empty()) {
-    Result<sockaddr_in> addr = ParseMetricsAddress(options.metrics);
-    Result<std::unique_ptr<MetricsServer>> started =
-        addr.ok() ? MetricsServer::Start(*addr, stats)
-                  : Result<std::unique_ptr<MetricsServer>>(addr.status());
-    if (started.ok()) {
-      metrics = std::move(started).value();
-      LOG_INFO("metrics for Prometheus at http://{}/metrics", AddressText(*addr));
-    } else if (link != nullptr && link->restart() != nullptr) {
-      // A daemon restarted after a crash keeps serving the mount without.
-      LOG_WARN("{}; this daemon serves no metrics", started.status().message());
-    } else {
-      fuse_remove_signal_handlers(se);
-      fuse_session_destroy(se);
-      return started.status();
-    }
-  }
   Status st = Serve(options, mountpoint, se, early.get(), *fs, *cache, ready, stats, link);
   metrics.reset();  // its thread reads what goes below
   fuse_remove_signal_handlers(se);
@@ -375,7 +481,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   fs->files.Clear();
   fs->dirs.Clear();
   fs->node_files.Clear();
-  fs_ptr = nullptr;
+  daemon_stats.fs = nullptr;
   cache.reset();  // stops the cache's threads, flushes the index
   if (views.pool) views.pool->Stop();
   if (st.ok()) LOG_INFO("unmounted {}", mountpoint);
