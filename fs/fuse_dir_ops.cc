@@ -79,6 +79,69 @@ bool KeepListing(FsContext& fs, fuse_ino_t ino) {
   return false;
 }
 
+// What readdirplus says of h's entry i. "." and ".." go without a node id:
+// the kernel skips them. Any other origin entry whose attributes are complete
+// takes a lookup on its node (NodeOf), which is the caller's to give back if
+// the kernel does not get the entry.
+Result<fuse_entry_param> PlusEntryLocked(FsContext& fs, DirHandle* h, size_t i) REQUIRES(h->mu) {
+  const OriginDirEntry& e = h->entries[i];
+  fuse_entry_param ep{};
+  ep.attr = e.st;
+  if (i < 2) return ep;
+  ep.attr_timeout = ep.entry_timeout = fs.timeout;
+  if (h->is_virtual) {
+    ep.ino = *fs.control->Lookup(h->dir_id, e.name);
+    ep.attr_timeout = AttrTimeoutOf(fs, ep.ino);
+  } else if (!e.attrs_complete) {
+    // No node id: the kernel keeps only the name and looks the
+    // entry up (which computes its size) when it is stat'ed.
+    ep.attr_timeout = ep.entry_timeout = 0;
+  } else {
+    STOKER_ASSIGN_OR_RETURN(ep.ino, NodeOf(fs, h->dir_id, e.name, e.st));
+  }
+  return ep;
+}
+
+// Fills buf with h's entries from off on, as many as fit, and returns the
+// bytes used. counted gets the node of each readdirplus entry in buf that
+// took a lookup; an error before any entry is in buf is replied.
+size_t FillListingLocked(fuse_req_t req, FsContext& fs, DirHandle* h, size_t off, bool plus,
+                         std::vector<char>& buf, std::vector<uint64_t>& counted, Reply& reply)
+    REQUIRES(h->mu) {
+  size_t used = 0;
+  for (size_t i = off; i < h->entries.size(); ++i) {
+    const OriginDirEntry& e = h->entries[i];
+    char* const at = buf.data() + used;
+    const size_t room = buf.size() - used;
+    const off_t next = static_cast<off_t>(i + 1);
+    size_t need;
+    if (!plus) {
+      need = fuse_add_direntry(req, at, room, e.name.c_str(), &e.st, next);
+      if (need > room) break;
+    } else {
+      Result<fuse_entry_param> ep = PlusEntryLocked(fs, h, i);
+      if (!ep.ok()) {
+        if (used == 0) reply.Err(ErrnoFor(ep.status()));
+        break;
+      }
+      const bool looked_up = !h->is_virtual && i >= 2 && e.attrs_complete;
+      if (looked_up) counted.push_back(ep->ino);
+      need = fuse_add_direntry_plus(req, at, room, e.name.c_str(), &*ep, next);
+      if (need > room) {
+        // Did not fit: the kernel will not see this entry, so it holds no
+        // lookup on it.
+        if (looked_up) {
+          fs.inodes.Forget(counted.back(), 1);
+          counted.pop_back();
+        }
+        break;
+      }
+    }
+    used += need;
+  }
+  return used;
+}
+
 void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                    bool plus) {
   Reply reply(req, plus ? "readdirplus" : "readdir");
@@ -110,51 +173,8 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
       }
     }
     std::vector<char> buf(size);
-    size_t used = 0;
-    for (size_t i = static_cast<size_t>(off); i < h->entries.size(); ++i) {
-      const OriginDirEntry& e = h->entries[i];
-      char* const at = buf.data() + used;
-      const size_t room = size - used;
-      const off_t next = static_cast<off_t>(i + 1);
-      size_t need;
-      if (!plus) {
-        need = fuse_add_direntry(req, at, room, e.name.c_str(), &e.st, next);
-        if (need > room) break;
-      } else {
-        fuse_entry_param ep{};
-        ep.attr = e.st;
-        if (i >= 2) {  // "." and ".." go without a node id: the kernel skips them
-          ep.attr_timeout = ep.entry_timeout = fs.timeout;
-          if (h->is_virtual) {
-            ep.ino = *fs.control->Lookup(h->dir_id, e.name);
-            ep.attr_timeout = AttrTimeoutOf(fs, ep.ino);
-          } else if (!e.attrs_complete) {
-            // No node id: the kernel keeps only the name and looks the
-            // entry up (which computes its size) when it is stat'ed.
-            ep.attr_timeout = ep.entry_timeout = 0;
-          } else {
-            Result<uint64_t> id = NodeOf(fs, h->dir_id, e.name, e.st);
-            if (!id.ok()) {
-              if (used == 0) reply.Err(ErrnoFor(id.status()));
-              break;
-            }
-            ep.ino = *id;
-            counted.push_back(*id);
-          }
-        }
-        need = fuse_add_direntry_plus(req, at, room, e.name.c_str(), &ep, next);
-        if (need > room) {
-          // Did not fit: the kernel will not see this entry, so it holds no
-          // lookup on it.
-          if (!h->is_virtual && i >= 2 && e.attrs_complete) {
-            fs.inodes.Forget(counted.back(), 1);
-            counted.pop_back();
-          }
-          break;
-        }
-      }
-      used += need;
-    }
+    const size_t used =
+        FillListingLocked(req, fs, h, static_cast<size_t>(off), plus, buf, counted, reply);
     if (reply.done()) return;
     if (!reply.Buf(buf.data(), used)) {
       for (uint64_t id : counted) fs.inodes.Forget(id, 1);

@@ -1,21 +1,19 @@
 // RunMount: validate, open the cache, mount, serve, unmount, close the cache.
-// Shutdown order matters and is written out in Serve(): nothing that can send
-// to the session (control socket's warm requests, the notifier) outlives it,
-// and the cache is closed only after every handle that refers to it is gone.
+// Shutdown order matters and is written out in Serve() (fs/serve.cc) and
+// RunMountImpl: nothing that can send to the session (control socket's warm
+// requests, the notifier) outlives it, and the cache is closed only after
+// every handle that refers to it is gone.
 #include "fs/mount.h"
 
 #include <fcntl.h>
 #include <malloc.h>
-#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
-#include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cache/io/direct_io.h"
@@ -23,201 +21,206 @@
 #include "cache/origin/origin.h"
 #include "decode/view/view_namespace.h"
 #include "fs/control_files.h"
-#include "fs/control_requests.h"
-#include "fs/control_socket.h"
 #include "fs/fuse_access.h"
 #include "fs/fuse_io.h"
 #include "fs/fuse_ops.h"
 #include "fs/fuse_session.h"
-#include "fs/inval_notifier.h"
 #include "fs/metrics.h"
 #include "fs/mountpoint.h"
+#include "fs/serve.h"
 #include "fs/supervisor.h"
 #include "util/log.h"
-#include "util/mutex.h"
 
 namespace stoker {
 
 namespace {
 
-constexpr unsigned kReadaheadKb = 4096;
-// The FUSE loop's most workers when MountOptions::fuse_threads is 0.
-constexpr unsigned kDefaultMaxWorkers = 64;
 // Files whose backing file outlives their last close (fs/passthrough.h).
 constexpr size_t kIdleBackingFiles = 64;
 
-// The one line RunMount owes the CLI on ready_fd: "ok" or "error: why".
-class ReadyLine {
- public:
-  explicit ReadyLine(int fd) : fd_(fd) {}
-  ~ReadyLine() { Send("error: stoker exited before the mount was ready"); }
-  void Send(const std::string& line) {
-    MutexLock lock(mu_);
-    if (fd_ < 0) return;
-    const std::string text = line + "\n";
-    (void)!write(fd_, text.data(), text.size());
-    close(fd_);
-    fd_ = -1;
-  }
+// Where to mount. A new daemon checks, before anything is opened or created,
+// that it may use FUSE (a container without /dev/fuse or CAP_SYS_ADMIN is
+// told so in one line, not by libfuse's fallbacks) and prepares the
+// mountpoint; a restarted daemon's is ours, mounted: not to be checked again.
+Result<std::string> ResolveMountpoint(const MountOptions& options, const DaemonRestart* restart) {
+  if (restart != nullptr) return restart->mountpoint;
+  STOKER_RETURN_IF_ERROR(CheckFuseAccess(ProbeFuseAccess()));
+  return PrepareMountpoint(options.mountpoint);
+}
 
- private:
-  Mutex mu_;
-  int fd_ GUARDED_BY(mu_);
+// The cache over the origin the views give, attached to the views, whose
+// list of what does not decode outlives the daemon (view_stats.h).
+Result<std::unique_ptr<ObjectCache>> OpenCache(const MountOptions& options, ViewMount& views) {
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
+                          ObjectCache::Open(options.cache, views.origin, views.derived));
+  views.Attach(cache.get());
+  if (!views.views.empty()) {
+    Result<size_t> kept = views.stats->errors.Persist(options.cache.dir + "/view-errors");
+    if (kept.ok()) {
+      views.stats->counters.errors += *kept;
+    } else {
+      LOG_WARN("{}; view errors are listed in memory only", kept.status().message());
+    }
+  }
+  return cache;
+}
+
+// What stats.json, `stoker stat` and the metrics say of this daemon: the
+// cache's stats, then the mount's own. Read by the control files, the
+// control socket and the metrics thread while the mount serves.
+struct DaemonStats {
+  const MountOptions& options;
+  const std::string& mountpoint;
+  std::chrono::steady_clock::time_point started;
+  ObjectCache& cache;
+  const Origin& origin;
+  const ViewMount& views;
+  SupervisorLink* link;
+  // The FUSE context, from when it is made until its handles are freed.
+  const FsContext* fs = nullptr;
+
+  nlohmann::json Json() const {
+    nlohmann::json j = cache.Stats();
+    if (!j.is_object()) j = nlohmann::json{{"cache", j}};
+    j["mountpoint"] = mountpoint;
+    j["origin"] = origin.Describe();
+    j["cache_dir"] = options.cache.dir;
+    j["control_socket"] = options.cache.dir + "/control.sock";
+    j["pid"] = getpid();
+    j["uptime_seconds"] =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+            .count();
+    if (!views.views.empty()) j.update(views.Stats());
+    if (link != nullptr) {
+      j["supervisor"] = {{"pid", link->supervisor_pid()},
+                         {"generation", link->generation()},
+                         {"restarts", link->restarts()}};
+    }
+    if (fs != nullptr) {
+      if (fs->passthrough != nullptr) j.update(fs->passthrough->Stats());
+      j["opens"] = fs->kernel_opens ? "kernel" : "daemon";
+      j["fuse_opens"] = fs->fuse_opens.load();
+      j["node_files"] = fs->node_files.size();
+      j["nodes_retired"] = fs->nodes_retired.load();
+      j["listings_kept"] = fs->listings_kept.load();
+      j["nodes_shed"] = fs->nodes_shed.load();
+      j["max_nodes"] = fs->max_nodes;
+      j["open_files"] = fs->files.size();
+      j["open_dirs"] = fs->dirs.size();
+      j["inodes"] = fs->inodes.size();
+      j["read_latency_seconds"] = fs->read_latency.Json();
+    }
+    return j;
+  }
 };
 
-// Everything after fuse_session_new succeeded. Returns the loop's status.
-Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_session* se,
-             EarlyMount* early, FsContext& fs, ObjectCache& cache, ReadyLine& ready,
-             const std::function<nlohmann::json()>& stats, SupervisorLink* link) {
-  InvalNotifier notifier(
-      [se](uint64_t ino) { return fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); },
-      [se](uint64_t parent, const std::string& name) {
-        return fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
-      });
-  fs.notifier = &notifier;
-
-  const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
-  if (restart != nullptr) {
-    STOKER_RETURN_IF_ERROR(TakeOverSession(se, *restart, PassthroughOf(options)));
-  } else {
-    STOKER_ASSIGN_OR_RETURN(int fd, early->TakeDevice());
-    if (Status st = ServeDevice(se, fd, PassthroughOf(options)); !st.ok()) {
-      close(fd);
-      return Status::Error(EIO,
-                           "could not serve the mount at '" + mountpoint + "': " + st.message());
-    }
-    if (link != nullptr) StartSupervised(se, *link, mountpoint);
+// The FUSE context over the cache. Supervised, its inode table is journaled
+// to the supervisor, and a restarted daemon's is restored from the journal.
+std::unique_ptr<FsContext> MakeFsContext(const MountOptions& options, ObjectCache& cache,
+                                         Origin& origin, ControlFiles& control,
+                                         SupervisorLink* link) {
+  auto fs = std::make_unique<FsContext>(&cache, &origin, &control,
+                                        static_cast<double>(options.cache.revalidate_seconds),
+                                        MaxReadFrom(options.fuse_options));
+  fs->kernel_opens = options.kernel_opens;
+  fs->max_nodes = options.max_nodes;
+  if (Result<struct stat> root = origin.Stat(""); root.ok()) {
+    fs->inodes.SetRootOriginIno(root->st_ino);
   }
-
-  std::unique_ptr<ControlSocket> control;
-  Result<std::unique_ptr<ControlSocket>> sock = ControlSocket::Start(
-      options.cache.dir + "/control.sock", [&cache, &mountpoint, &stats](const nlohmann::json& r) {
-        return HandleControlRequest(r, cache, mountpoint, stats);
-      });
-  if (sock.ok()) {
-    control = std::move(sock).value();
-  } else {
-    LOG_WARN("no control socket ({}); `stoker warm` will not reach this mount",
-             sock.status().message());
+  if (link != nullptr) {
+    const DaemonRestart* restart = link->restart();
+    if (restart != nullptr && restart->nodes != nullptr) fs->inodes.Restore(*restart->nodes);
+    fs->inodes.SetJournal([link](std::string_view r) { link->Record(r); });
+    fs->handle_tag = static_cast<uint64_t>(link->generation() & 0xFFFF) << 48;
   }
+  return fs;
+}
 
-  // The mount is live once the kernel has finished INIT and answered a stat
-  // through us; only then raise read-ahead (INIT would cap it again) and
-  // tell the CLI. stat() here waits for the loop started below.
-  //
-  // Under a supervisor the daemon must never access its own mount: a thread
-  // of a killed daemon waiting for a request that the daemon itself had
-  // taken waits uninterruptibly, so the process never finishes dying and no
-  // new daemon can answer. INIT is done by then (StartSupervised, or the
-  // first daemon's), so the device comes from /proc/self/mountinfo instead.
-  std::atomic<dev_t> dev{0};
-  std::string passthrough_failed;  // written by readiness, read after join
-  std::thread readiness([&] {
-    dev_t d = 0;
-    if (link != nullptr) {
-      Result<dev_t> found = DevOfMount(mountpoint);
-      if (!found.ok()) {
-        ready.Send("error: the mount did not come up: " + found.status().message());
-        return;
-      }
-      d = *found;
-    } else {
-      struct stat st;
-      if (stat(mountpoint.c_str(), &st) != 0) {
-        ready.Send(std::string("error: the mount did not come up: ") + std::strerror(errno));
-        return;
-      }
-      d = st.st_dev;
-    }
-    dev = d;
-    // INIT is done: whether the kernel lets us hand it backing files.
-    if (PassthroughOf(options) != PassthroughMode::kOff) {
-      const std::string why = PassthroughRefusal(options, fuse_session_fd(se));
-      if (!why.empty() && options.passthrough == PassthroughMode::kOn) {
-        passthrough_failed =
-            "--passthrough on: the kernel refuses FUSE passthrough here (" + why + ")";
-        ready.Send("error: " + passthrough_failed);
-        // Ends the loop; the rest of the mount is taken down below. Only
-        // root may abort a connection, but whoever mounted may unmount.
-        if (early != nullptr) {
-          early->Unmount();
-        } else {
-          AbortFuseConnection(d);
-        }
-        return;
-      }
-      if (!why.empty()) {
-        fs.passthrough->Disable(why);
-        LOG_INFO("FUSE passthrough is off: {}; every read goes through the daemon", why);
+// The low-level session over fs, with the mount's arguments; not mounted.
+Result<fuse_session*> NewSession(const MountOptions& options, FsContext& fs) {
+  Args args = FuseArgs(options, FsName(options.origin));
+  fuse_args fargs = args.Get();
+  const fuse_lowlevel_ops& ops = StokerLowlevelOps();
+  fuse_session* se = fuse_session_new(&fargs, &ops, sizeof(ops), &fs);
+  fuse_opt_free_args(&fargs);
+  if (se == nullptr) return Status::Invalid("invalid FUSE options" + LastFuseError());
+  return se;
+}
+
+// How passthrough registers backing files with the kernel through the
+// session. Supervised, each change is journaled too: a restarted daemon must
+// know what the kernel still reads directly.
+PassthroughNodes::Hooks BackingFileHooks(fuse_session* se, FsContext& fs, bool supervised) {
+  PassthroughNodes::Hooks hooks{[se](int fd) { return OpenBackingFile(fuse_session_fd(se), fd); },
+                                [se](int32_t id) { CloseBackingFile(fuse_session_fd(se), id); },
+                                nullptr};
+  if (supervised) {
+    hooks.journal = [&fs](uint64_t node, int32_t id, const WholeFileLease* lease) {
+      if (lease == nullptr) {
+        fs.inodes.JournalBacking(node, 0);
       } else {
-        LOG_INFO("FUSE passthrough is on for files held whole in the cache");
+        fs.inodes.JournalBacking(node, id, lease->object_id(), lease->version(), lease->chunks());
       }
-    }
-    if (!RaiseReadahead(d, kReadaheadKb)) {
-      LOG_DEBUG("could not raise read-ahead to {} KiB", kReadaheadKb);
-    }
-    if (!options.check_permissions) {
-      LOG_WARN(
-          "--no-default-permissions: the origin's modes are not checked; every user the "
-          "mount lets in reads every file");
-    }
-    LOG_INFO("mounted {} at {}", fs.origin->Describe(), mountpoint);
-    ready.Send("ok");
-  });
-
-  fuse_loop_config* cfg = fuse_loop_cfg_create();
-  // A clone dies with its daemon, and its unanswered requests with it
-  // (fs/supervisor.h): under a supervisor every thread reads the one fd.
-  fuse_loop_cfg_set_clone_fd(cfg, link == nullptr ? 1 : 0);
-  if (options.fuse_threads > 0) {
-    fuse_loop_cfg_set_max_threads(cfg, static_cast<unsigned>(options.fuse_threads));
-    fuse_loop_cfg_set_idle_threads(cfg, static_cast<unsigned>(options.fuse_threads));
-  } else {
-    // libfuse's 10 workers can all be taken by calls stuck in a hung origin
-    // before the stall watch sees it (cache/origin/stall_watch.h); the rest of the
-    // mount must still answer from the cache. Workers are started only when
-    // all are busy.
-    fuse_loop_cfg_set_max_threads(cfg, kDefaultMaxWorkers);
+    };
   }
-  const int rc = fuse_session_loop_mt(se, cfg);
-  fuse_loop_cfg_destroy(cfg);
-  LOG_INFO("unmounting {}", mountpoint);
+  return hooks;
+}
 
-  // No new warm requests into the cache, no notification into a dying
-  // session (a stuck one is freed by aborting the connection).
-  control.reset();
-  notifier.Stop([&dev] {
-    if (dev != 0) AbortFuseConnection(dev);
-  });
-  fs.notifier = nullptr;
-  if (early != nullptr) early->Unmount();  // also unblocks a readiness stat() still waiting
-  if (restart != nullptr) {
-    // A session taken over does not know it is mounted (libfuse unmounts
-    // only what it mounted). Unmount unless the kernel already ended the
-    // connection (`stoker unmount`, fusermount3 -u): then whatever is at
-    // the mountpoint now is not ours.
-    pollfd p{restart->fuse_fd, 0, 0};
-    const bool ended = poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
-    if (!ended && !DetachMount(mountpoint)) LOG_ERROR("could not unmount {}", mountpoint);
+// A restarted daemon takes over the backing files its predecessor handed the
+// kernel, each with its version pinned; a node opened normally gets no
+// passthrough in this daemon (fs/passthrough.h).
+void InheritBackingFiles(const InodeTable::Saved& nodes, ObjectCache& cache,
+                         PassthroughNodes& passthrough) {
+  size_t inherited = 0;
+  for (const InodeTable::Saved::OpenedNode& n : nodes.Opened()) {
+    if (n.backing_id != 0) {
+      passthrough.Inherit(n.id, n.backing_id, cache.HoldVersion(n.object_id, n.version, n.chunks));
+      inherited++;
+    } else {
+      passthrough.MarkRestored(n.id);
+    }
   }
-  readiness.join();
-  if (!passthrough_failed.empty()) return Status::Error(EOPNOTSUPP, passthrough_failed);
-  if (rc < 0) return Status::FromErrno(-rc, "FUSE session loop");
+  if (inherited > 0) LOG_INFO("took over {} files the kernel reads directly", inherited);
+}
+
+// libfuse leaves an ignored signal ignored, and a daemon started from a
+// script's background job inherits SIGINT ignored; these must unmount.
+Status InstallSignalHandlers(fuse_session* se) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+  if (fuse_set_signal_handlers(se) != 0) {
+    return Status::Error(EIO, "could not install signal handlers");
+  }
   return Status::OK();
 }
 
+// The metrics server where --metrics asks for one, else null. A daemon
+// restarted after a crash keeps serving the mount without one it cannot
+// start; a first daemon fails the mount.
+Result<std::unique_ptr<MetricsServer>> StartMetrics(const MountOptions& options,
+                                                    const std::function<nlohmann::json()>& stats,
+                                                    SupervisorLink* link) {
+  if (options.metrics.empty()) return std::unique_ptr<MetricsServer>();
+  Result<sockaddr_in> addr = ParseMetricsAddress(options.metrics);
+  Result<std::unique_ptr<MetricsServer>> started =
+      addr.ok() ? MetricsServer::Start(*addr, stats)
+                : Result<std::unique_ptr<MetricsServer>>(addr.status());
+  if (started.ok()) {
+    LOG_INFO("metrics for Prometheus at http://{}/metrics", AddressText(*addr));
+    return started;
+  }
+  if (link != nullptr && link->restart() != nullptr) {
+    LOG_WARN("{}; this daemon serves no metrics", started.status().message());
+    return std::unique_ptr<MetricsServer>();
+  }
+  return started.status();
+}
+
+// The daemon's life: open the origin, the views and the cache; build the
+// FUSE context and session; serve; then take it all down in order.
 Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLink* link) {
   const auto started = std::chrono::steady_clock::now();
   const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
-  std::string mountpoint;
-  if (restart != nullptr) {
-    mountpoint = restart->mountpoint;  // ours, mounted: not to be checked again
-  } else {
-    // Before anything is opened or created: a container without /dev/fuse
-    // or CAP_SYS_ADMIN is told so in one line, not by libfuse's fallbacks.
-    STOKER_RETURN_IF_ERROR(CheckFuseAccess(ProbeFuseAccess()));
-    STOKER_ASSIGN_OR_RETURN(mountpoint, PrepareMountpoint(options.mountpoint));
-  }
+  STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, ResolveMountpoint(options, restart));
   SetDirectIoEnabled(options.cache.direct_io);
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin,
                           MakeOrigin(options.origin, options.origin_options));
@@ -233,92 +236,18 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   STOKER_ASSIGN_OR_RETURN(ViewMount views, MakeViewMount(raw_origin, options.views,
                                                          options.decode_pool, options.decoder));
   const std::shared_ptr<Origin> origin = views.origin;
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
-                          ObjectCache::Open(options.cache, origin, views.derived));
-  views.Attach(cache.get());
-  if (!views.views.empty()) {
-    // The list of what does not decode outlives the daemon (view_stats.h).
-    Result<size_t> kept = views.stats->errors.Persist(options.cache.dir + "/view-errors");
-    if (kept.ok()) {
-      views.stats->counters.errors += *kept;
-    } else {
-      LOG_WARN("{}; view errors are listed in memory only", kept.status().message());
-    }
-  }
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache, OpenCache(options, views));
 
-  FsContext* fs_ptr = nullptr;  // the stats source needs the context it lives in
-  const std::string control_socket = options.cache.dir + "/control.sock";
-  std::function<nlohmann::json()> stats = [&]() {
-    nlohmann::json j = cache->Stats();
-    if (!j.is_object()) j = nlohmann::json{{"cache", j}};
-    j["mountpoint"] = mountpoint;
-    j["origin"] = origin->Describe();
-    j["cache_dir"] = options.cache.dir;
-    j["control_socket"] = control_socket;
-    j["pid"] = getpid();
-    j["uptime_seconds"] =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
-            .count();
-    if (!views.views.empty()) j.update(views.Stats());
-    if (link != nullptr) {
-      j["supervisor"] = {{"pid", link->supervisor_pid()},
-                         {"generation", link->generation()},
-                         {"restarts", link->restarts()}};
-    }
-    if (fs_ptr != nullptr) {
-      if (fs_ptr->passthrough != nullptr) j.update(fs_ptr->passthrough->Stats());
-      j["opens"] = fs_ptr->kernel_opens ? "kernel" : "daemon";
-      j["fuse_opens"] = fs_ptr->fuse_opens.load();
-      j["node_files"] = fs_ptr->node_files.size();
-      j["nodes_retired"] = fs_ptr->nodes_retired.load();
-      j["listings_kept"] = fs_ptr->listings_kept.load();
-      j["nodes_shed"] = fs_ptr->nodes_shed.load();
-      j["max_nodes"] = fs_ptr->max_nodes;
-      j["open_files"] = fs_ptr->files.size();
-      j["open_dirs"] = fs_ptr->dirs.size();
-      j["inodes"] = fs_ptr->inodes.size();
-      j["read_latency_seconds"] = fs_ptr->read_latency.Json();
-    }
-    return j;
-  };
+  DaemonStats daemon_stats{options, mountpoint, started, *cache, *origin, views, link};
+  std::function<nlohmann::json()> stats = [&daemon_stats] { return daemon_stats.Json(); };
   ControlFiles control(stats, [&views] { return views.stats->errors.Text(); });
-  auto fs = std::make_unique<FsContext>(cache.get(), origin.get(), &control,
-                                        static_cast<double>(options.cache.revalidate_seconds),
-                                        MaxReadFrom(options.fuse_options));
-  fs_ptr = fs.get();
-  fs->kernel_opens = options.kernel_opens;
-  fs->max_nodes = options.max_nodes;
-  if (Result<struct stat> root = origin->Stat(""); root.ok()) {
-    fs->inodes.SetRootOriginIno(root->st_ino);
-  }
-  if (link != nullptr) {
-    if (restart != nullptr && restart->nodes != nullptr) fs->inodes.Restore(*restart->nodes);
-    fs->inodes.SetJournal([link](std::string_view r) { link->Record(r); });
-    fs->handle_tag = static_cast<uint64_t>(link->generation() & 0xFFFF) << 48;
-  }
-
-  Args args = FuseArgs(options, FsName(options.origin));
-  fuse_args fargs = args.Get();
-  const fuse_lowlevel_ops& ops = StokerLowlevelOps();
-  fuse_session* se = fuse_session_new(&fargs, &ops, sizeof(ops), fs.get());
-  fuse_opt_free_args(&fargs);
-  if (se == nullptr) return Status::Invalid("invalid FUSE options" + LastFuseError());
-  PassthroughNodes::Hooks hooks{[se](int fd) { return OpenBackingFile(fuse_session_fd(se), fd); },
-                                [se](int32_t id) { CloseBackingFile(fuse_session_fd(se), id); },
-                                nullptr};
-  if (link != nullptr) {
-    // A restarted daemon must know what the kernel still reads directly.
-    hooks.journal = [&fs](uint64_t node, int32_t id, const WholeFileLease* lease) {
-      if (lease == nullptr) {
-        fs->inodes.JournalBacking(node, 0);
-      } else {
-        fs->inodes.JournalBacking(node, id, lease->object_id(), lease->version(), lease->chunks());
-      }
-    };
-  }
+  std::unique_ptr<FsContext> fs = MakeFsContext(options, *cache, *origin, control, link);
+  daemon_stats.fs = fs.get();
+  fuse_session* se = nullptr;
+  STOKER_ASSIGN_OR_RETURN(se, NewSession(options, *fs));
   // Idle files keep their backing file for their next open: a few, and
   // never more than a sixteenth of the cache pinned so.
-  PassthroughNodes passthrough(std::move(hooks), kIdleBackingFiles,
+  PassthroughNodes passthrough(BackingFileHooks(se, *fs, link != nullptr), kIdleBackingFiles,
                                options.cache.capacity_bytes / 16);
   if (options.kernel_opens) {
     passthrough.Disable("opens_kernel");
@@ -326,45 +255,21 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
     passthrough.Disable("off");
   }
   if (restart != nullptr && restart->nodes != nullptr) {
-    size_t inherited = 0;
-    for (const InodeTable::Saved::OpenedNode& n : restart->nodes->Opened()) {
-      if (n.backing_id != 0) {
-        passthrough.Inherit(n.id, n.backing_id,
-                            cache->HoldVersion(n.object_id, n.version, n.chunks));
-        inherited++;
-      } else {
-        passthrough.MarkRestored(n.id);
-      }
-    }
-    if (inherited > 0) LOG_INFO("took over {} files the kernel reads directly", inherited);
+    InheritBackingFiles(*restart->nodes, *cache, passthrough);
   }
   fs->passthrough = &passthrough;
-  // libfuse leaves an ignored signal ignored, and a daemon started from a
-  // script's background job inherits SIGINT ignored; these must unmount.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
-  if (fuse_set_signal_handlers(se) != 0) {
+  if (Status st = InstallSignalHandlers(se); !st.ok()) {
     fuse_session_destroy(se);
-    return Status::Error(EIO, "could not install signal handlers");
+    return st;
   }
+  Result<std::unique_ptr<MetricsServer>> started_metrics = StartMetrics(options, stats, link);
+  if (!started_metrics.ok()) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return started_metrics.status();
+  }
+  std::unique_ptr<MetricsServer> metrics = std::move(started_metrics).value();
 
-  std::unique_ptr<MetricsServer> metrics;
-  if (!options.metrics.empty()) {
-    Result<sockaddr_in> addr = ParseMetricsAddress(options.metrics);
-    Result<std::unique_ptr<MetricsServer>> started =
-        addr.ok() ? MetricsServer::Start(*addr, stats)
-                  : Result<std::unique_ptr<MetricsServer>>(addr.status());
-    if (started.ok()) {
-      metrics = std::move(started).value();
-      LOG_INFO("metrics for Prometheus at http://{}/metrics", AddressText(*addr));
-    } else if (link != nullptr && link->restart() != nullptr) {
-      // A daemon restarted after a crash keeps serving the mount without.
-      LOG_WARN("{}; this daemon serves no metrics", started.status().message());
-    } else {
-      fuse_remove_signal_handlers(se);
-      fuse_session_destroy(se);
-      return started.status();
-    }
-  }
   Status st = Serve(options, mountpoint, se, early.get(), *fs, *cache, ready, stats, link);
   metrics.reset();  // its thread reads what goes below
   fuse_remove_signal_handlers(se);
@@ -375,7 +280,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   fs->files.Clear();
   fs->dirs.Clear();
   fs->node_files.Clear();
-  fs_ptr = nullptr;
+  daemon_stats.fs = nullptr;
   cache.reset();  // stops the cache's threads, flushes the index
   if (views.pool) views.pool->Stop();
   if (st.ok()) LOG_INFO("unmounted {}", mountpoint);

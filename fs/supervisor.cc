@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "util/log.h"
@@ -41,11 +42,26 @@ class Supervisor {
   explicit Supervisor(const SupervisorOptions& options) : options_(options) {}
   ~Supervisor() {
     if (fuse_fd_ >= 0) close(fuse_fd_);
+    if (signal_fd_ >= 0) close(signal_fd_);
   }
 
   Status Run(const std::function<int(SupervisorLink&)>& daemon);
 
  private:
+  // Run's steps. Blocks the signals the supervisor waits for and opens
+  // signal_fd_ on them; old_mask_ is what each daemon gets back.
+  Status WatchSignals();
+  // Forks the daemon of generation; *channel: the supervisor's end of the
+  // channel to it.
+  Result<pid_t> StartDaemon(const std::function<int(SupervisorLink&)>& daemon, uint32_t generation,
+                            int* channel);
+  // Until the daemon exits: reads its channel and passes the supervisor's
+  // signals on to it. Closes the channel; false if poll failed.
+  bool AwaitExit(pid_t pid, int channel, int* wstatus);
+  // What Run returns once a daemon ended with wstatus; nullopt: a crash to
+  // survive, with a new daemon.
+  std::optional<Status> Outcome(int wstatus);
+
   // Reads what the channel holds; false once the daemon's end is closed.
   bool Drain(int channel, bool wait);
   void Handle(const char* data, size_t len, int fd);
@@ -56,6 +72,11 @@ class Supervisor {
   std::string mountpoint_;
   InodeTable::Saved saved_;
   uint64_t bad_records_ = 0;
+  int signal_fd_ = -1;
+  sigset_t old_mask_;
+  std::deque<std::chrono::steady_clock::time_point> crashes_;  // within the window
+  unsigned restarts_ = 0;
+  bool stopping_ = false;  // a signal was passed on: the daemon is not restarted
 };
 
 void Supervisor::Handle(const char* data, size_t len, int fd) {
@@ -131,102 +152,109 @@ Status Supervisor::Run(const std::function<int(SupervisorLink&)>& daemon) {
     return Status::Error(EDEADLK, "the supervisor must run single-threaded (" +
                                       std::to_string(threads) + " threads)");
   }
-  sigset_t set, old;
-  sigemptyset(&set);
-  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
-  if (sigprocmask(SIG_BLOCK, &set, &old) != 0) return Status::FromErrno("sigprocmask");
-  const int sfd = signalfd(-1, &set, SFD_CLOEXEC);
-  if (sfd < 0) return Status::FromErrno("signalfd");
-
-  std::deque<std::chrono::steady_clock::time_point> crashes;
-  unsigned restarts = 0;
-  bool stopping = false;
+  STOKER_RETURN_IF_ERROR(WatchSignals());
   for (uint32_t generation = 1;; ++generation) {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-      close(sfd);
-      return Status::FromErrno("socketpair");
-    }
-    DaemonRestart restart{fuse_fd_, init_request_, mountpoint_, &saved_};
-    const pid_t pid = fork();
-    if (pid < 0) {
-      close(sfd);
-      return Status::FromErrno("fork");
-    }
-    if (pid == 0) {
-      close(sv[0]);
-      close(sfd);
-      sigprocmask(SIG_SETMASK, &old, nullptr);
-      SupervisorLink link(sv[1], generation, restarts, getppid(),
-                          fuse_fd_ >= 0 ? &restart : nullptr);
-      _exit(daemon(link));
-    }
-    close(sv[1]);
+    int channel = -1;
+    STOKER_ASSIGN_OR_RETURN(const pid_t pid, StartDaemon(daemon, generation, &channel));
     if (generation == 1 && options_.after_first_fork) options_.after_first_fork();
-
     int wstatus = 0;
-    bool exited = false;
-    bool channel_open = true;
-    while (!exited) {
-      pollfd fds[2] = {{sfd, POLLIN, 0}, {sv[0], POLLIN, 0}};
-      if (poll(fds, channel_open ? 2 : 1, -1) < 0) {
-        if (errno == EINTR) continue;
-        break;
-      }
-      if (channel_open && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-        channel_open = Drain(sv[0], false);
-      }
-      if ((fds[0].revents & POLLIN) == 0) continue;
-      signalfd_siginfo si;
-      if (read(sfd, &si, sizeof(si)) != static_cast<ssize_t>(sizeof(si))) continue;
-      if (si.ssi_signo != SIGCHLD) {
-        stopping = true;
-        kill(pid, static_cast<int>(si.ssi_signo));
-        continue;
-      }
-      pid_t r = waitpid(pid, &wstatus, WNOHANG);
-      exited = r == pid;
-    }
-    // What the dead daemon sent before it died is all in the socket.
-    if (channel_open) Drain(sv[0], false);
-    close(sv[0]);
-    if (!exited) {
-      close(sfd);
-      return Status::FromErrno("supervisor poll");
-    }
-    if (WIFEXITED(wstatus)) {
-      close(sfd);
-      if (bad_records_ > 0) LOG_WARN("supervisor: {} journal records did not decode", bad_records_);
-      if (WEXITSTATUS(wstatus) == 0) return Status::OK();
-      return Status::Error(EIO, "the daemon " + Describe(wstatus));
-    }
-    if (fuse_fd_ < 0 || stopping) {
-      close(sfd);
-      return Status::Error(EIO, "the daemon " + Describe(wstatus) +
-                                    (stopping ? " while stopping" : " before the mount was live"));
-    }
-    const auto now = std::chrono::steady_clock::now();
-    while (!crashes.empty() &&
-           now - crashes.front() > std::chrono::seconds(options_.restart_window_s)) {
-      crashes.pop_front();
-    }
-    if (crashes.size() >= static_cast<size_t>(options_.max_restarts)) {
-      LOG_ERROR(
-          "supervisor: the daemon {}, its {}th crash within {} s; giving up (the mount is "
-          "left dead; `stoker mount` clears it)",
-          Describe(wstatus), crashes.size() + 1, options_.restart_window_s);
-      close(sfd);
-      return Status::Error(EIO, "the daemon crashed " + std::to_string(crashes.size() + 1) +
-                                    " times within " + std::to_string(options_.restart_window_s) +
-                                    " s");
-    }
-    crashes.push_back(now);
-    restarts++;
+    if (!AwaitExit(pid, channel, &wstatus)) return Status::FromErrno("supervisor poll");
+    if (std::optional<Status> end = Outcome(wstatus)) return *end;
+    restarts_++;
     LOG_WARN(
         "supervisor: the daemon (pid {}) {}; starting a new one on the same mount ({} node "
         "ids kept, restart {})",
-        pid, Describe(wstatus), saved_.size(), restarts);
+        pid, Describe(wstatus), saved_.size(), restarts_);
   }
+}
+
+Status Supervisor::WatchSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+  if (sigprocmask(SIG_BLOCK, &set, &old_mask_) != 0) return Status::FromErrno("sigprocmask");
+  signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC);
+  if (signal_fd_ < 0) return Status::FromErrno("signalfd");
+  return Status::OK();
+}
+
+Result<pid_t> Supervisor::StartDaemon(const std::function<int(SupervisorLink&)>& daemon,
+                                      uint32_t generation, int* channel) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return Status::FromErrno("socketpair");
+  }
+  DaemonRestart restart{fuse_fd_, init_request_, mountpoint_, &saved_};
+  const pid_t pid = fork();
+  if (pid < 0) return Status::FromErrno("fork");
+  if (pid == 0) {
+    close(sv[0]);
+    close(signal_fd_);
+    sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    SupervisorLink link(sv[1], generation, restarts_, getppid(),
+                        fuse_fd_ >= 0 ? &restart : nullptr);
+    _exit(daemon(link));
+  }
+  close(sv[1]);
+  *channel = sv[0];
+  return pid;
+}
+
+bool Supervisor::AwaitExit(pid_t pid, int channel, int* wstatus) {
+  bool exited = false;
+  bool channel_open = true;
+  while (!exited) {
+    pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {channel, POLLIN, 0}};
+    if (poll(fds, channel_open ? 2 : 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (channel_open && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      channel_open = Drain(channel, false);
+    }
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    signalfd_siginfo si;
+    if (read(signal_fd_, &si, sizeof(si)) != static_cast<ssize_t>(sizeof(si))) continue;
+    if (si.ssi_signo != SIGCHLD) {
+      stopping_ = true;
+      kill(pid, static_cast<int>(si.ssi_signo));
+      continue;
+    }
+    pid_t r = waitpid(pid, wstatus, WNOHANG);
+    exited = r == pid;
+  }
+  // What the dead daemon sent before it died is all in the socket.
+  if (channel_open) Drain(channel, false);
+  close(channel);
+  return exited;
+}
+
+std::optional<Status> Supervisor::Outcome(int wstatus) {
+  if (WIFEXITED(wstatus)) {
+    if (bad_records_ > 0) LOG_WARN("supervisor: {} journal records did not decode", bad_records_);
+    if (WEXITSTATUS(wstatus) == 0) return Status::OK();
+    return Status::Error(EIO, "the daemon " + Describe(wstatus));
+  }
+  if (fuse_fd_ < 0 || stopping_) {
+    return Status::Error(EIO, "the daemon " + Describe(wstatus) +
+                                  (stopping_ ? " while stopping" : " before the mount was live"));
+  }
+  const auto now = std::chrono::steady_clock::now();
+  while (!crashes_.empty() &&
+         now - crashes_.front() > std::chrono::seconds(options_.restart_window_s)) {
+    crashes_.pop_front();
+  }
+  if (crashes_.size() >= static_cast<size_t>(options_.max_restarts)) {
+    LOG_ERROR(
+        "supervisor: the daemon {}, its {}th crash within {} s; giving up (the mount is "
+        "left dead; `stoker mount` clears it)",
+        Describe(wstatus), crashes_.size() + 1, options_.restart_window_s);
+    return Status::Error(EIO, "the daemon crashed " + std::to_string(crashes_.size() + 1) +
+                                  " times within " + std::to_string(options_.restart_window_s) +
+                                  " s");
+  }
+  crashes_.push_back(now);
+  return std::nullopt;
 }
 
 }  // namespace

@@ -27,6 +27,25 @@ Status Bad(const std::string& what, size_t at) {
 }
 Status Unsupported(const std::string& what) { return Status::Error(ENOTSUP, "jpeg: " + what); }
 
+// The coding process a SOF marker names (ITU T.81 table B.1).
+JpegProcess ProcessOf(uint8_t marker) {
+  switch (marker) {
+    case 0xC0:
+      return JpegProcess::kBaseline;
+    case 0xC1:
+    case 0xC9:
+      return JpegProcess::kExtendedSequential;
+    case 0xC2:
+    case 0xCA:
+      return JpegProcess::kProgressive;
+    case 0xC3:
+    case 0xCB:
+      return JpegProcess::kLossless;
+    default:
+      return JpegProcess::kHierarchical;
+  }
+}
+
 class Parser {
  public:
   Parser(const uint8_t* data, size_t len, const JpegProbeOptions& options)
@@ -38,6 +57,11 @@ class Parser {
   Status NextMarker(uint8_t* marker);
   Status ReadSegment();
   Status ParseSof(uint8_t marker);
+  // ParseSof's steps: the size against libjpeg's maximum and the options'
+  // limit (EFBIG); each of the frame's n components (ids, sampling factors,
+  // quantization tables).
+  Status CheckDimensions() const;
+  Status ParseFrameComponents(int n);
   Status ParseSos();
   Status ParseDht();
   Status ParseDqt();
@@ -92,26 +116,7 @@ Status Parser::ParseSof(uint8_t marker) {
   STOKER_RETURN_IF_ERROR(ReadSegment());
   if (saw_sof_) return Bad("second frame header", seg_at_);
   saw_sof_ = true;
-  switch (marker) {
-    case 0xC0:
-      info_.process = JpegProcess::kBaseline;
-      break;
-    case 0xC1:
-    case 0xC9:
-      info_.process = JpegProcess::kExtendedSequential;
-      break;
-    case 0xC2:
-    case 0xCA:
-      info_.process = JpegProcess::kProgressive;
-      break;
-    case 0xC3:
-    case 0xCB:
-      info_.process = JpegProcess::kLossless;
-      break;
-    default:
-      info_.process = JpegProcess::kHierarchical;
-      break;
-  }
+  info_.process = ProcessOf(marker);
   info_.arithmetic = marker >= 0xC9;
   if (info_.process == JpegProcess::kLossless) return Unsupported("lossless JPEG not supported");
   if (info_.process == JpegProcess::kHierarchical) {
@@ -137,6 +142,12 @@ Status Parser::ParseSof(uint8_t marker) {
   if (n == 2 || n > kJpegMaxComponents) {
     return Unsupported(std::to_string(n) + "-component JPEG not supported");
   }
+  STOKER_RETURN_IF_ERROR(CheckDimensions());
+  info_.components = n;
+  return ParseFrameComponents(n);
+}
+
+Status Parser::CheckDimensions() const {
   if (info_.width > kMaxDimension || info_.height > kMaxDimension) {
     return Status::Error(EFBIG, "jpeg: " + std::to_string(info_.width) + "x" +
                                     std::to_string(info_.height) + " exceeds libjpeg's maximum");
@@ -146,7 +157,10 @@ Status Parser::ParseSof(uint8_t marker) {
                                     std::to_string(info_.height) + " exceeds the limit of " +
                                     std::to_string(options_.max_pixels) + " pixels");
   }
-  info_.components = n;
+  return Status::OK();
+}
+
+Status Parser::ParseFrameComponents(int n) {
   int max_h = 0, max_v = 0;
   for (int i = 0; i < n; ++i) {
     const uint8_t* c = seg_ + 6 + 3 * i;

@@ -1,6 +1,9 @@
 #include "decode/view/view_options.h"
 
 #include <charconv>
+#include <initializer_list>
+#include <optional>
+#include <utility>
 
 namespace stoker {
 namespace {
@@ -8,105 +11,90 @@ namespace {
 // Bump when the bytes a view produces change for the same inputs.
 constexpr const char* kViewFormatVersion = "v1";
 
+// "view option KEY: 'V' is not WANT": every option's error says so.
+Status NotA(std::string_view key, std::string_view v, const std::string& want) {
+  return Status::Invalid("view option " + std::string(key) + ": '" + std::string(v) + "' is not " +
+                         want);
+}
+
 Result<bool> ParseBool(std::string_view key, std::string_view v) {
   if (v == "true" || v == "1" || v == "on") return true;
   if (v == "false" || v == "0" || v == "off") return false;
-  return Status::Invalid("view option " + std::string(key) + ": '" + std::string(v) +
-                         "' is not true or false");
+  return NotA(key, v, "true or false");
+}
+
+// The value of the choice named v; else the error names them all ("a or
+// b", "a, b or c").
+template <typename T>
+Result<T> ParseChoice(std::string_view key, std::string_view v,
+                      std::initializer_list<std::pair<std::string_view, T>> choices) {
+  std::string names;
+  size_t i = 0;
+  for (const auto& [name, value] : choices) {
+    if (name == v) return value;
+    names += (i == 0 ? "" : i + 1 < choices.size() ? ", " : " or ") + std::string(name);
+    ++i;
+  }
+  return NotA(key, v, names);
+}
+
+// The feature holding the images: any but the shape features a view adds.
+Result<std::string> ParseFeature(std::string_view key, std::string_view v) {
+  if (v.empty()) return NotA(key, v, "a feature name");
+  if (v == kHeightFeature || v == kWidthFeature || v == kChannelsFeature) {
+    return NotA(key, v, "a feature other than the shape features");
+  }
+  return std::string(v);
+}
+
+Result<uint64_t> ParsePositive(std::string_view key, std::string_view v) {
+  uint64_t n = 0;
+  auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size() || n == 0) {
+    return NotA(key, v, "a positive number");
+  }
+  return n;
 }
 
 Status SetOption(std::string_view key, std::string_view v, ViewOptions* o) {
-  auto bad = [&](const char* want) {
-    return Status::Invalid("view option " + std::string(key) + ": '" + std::string(v) +
-                           "' is not " + want);
-  };
   if (key == "channels") {
-    if (v == "0" || v == "1" || v == "3") {
-      o->decode.channels = v[0] - '0';
-      return Status::OK();
-    }
-    return bad("0, 1 or 3");
-  }
-  if (key == "dct") {
-    if (v == "fast") {
-      o->decode.dct = DctMethod::kFast;
-    } else if (v == "accurate") {
-      o->decode.dct = DctMethod::kAccurate;
-    } else {
-      return bad("fast or accurate");
-    }
-    return Status::OK();
-  }
-  if (key == "fancy_upsampling") {
+    STOKER_ASSIGN_OR_RETURN(o->decode.channels,
+                            ParseChoice<int>(key, v, {{"0", 0}, {"1", 1}, {"3", 3}}));
+  } else if (key == "dct") {
+    STOKER_ASSIGN_OR_RETURN(
+        o->decode.dct,
+        ParseChoice<DctMethod>(key, v,
+                               {{"fast", DctMethod::kFast}, {"accurate", DctMethod::kAccurate}}));
+  } else if (key == "fancy_upsampling") {
     STOKER_ASSIGN_OR_RETURN(o->decode.fancy_upsampling, ParseBool(key, v));
-    return Status::OK();
-  }
-  if (key == "feature") {
-    if (v.empty()) return bad("a feature name");
-    if (v == kHeightFeature || v == kWidthFeature || v == kChannelsFeature) {
-      return bad("a feature other than the shape features");
-    }
-    o->feature = std::string(v);
-    return Status::OK();
-  }
-  if (key == "on_error") {
-    if (v == "fail") {
-      o->on_error = OnError::kFail;
-    } else if (v == "skip") {
-      o->on_error = OnError::kSkip;
-    } else {
-      return bad("fail or skip");
-    }
-    return Status::OK();
-  }
-  if (key == "max_pixels") {
-    uint64_t n = 0;
-    auto r = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (r.ec != std::errc() || r.ptr != v.data() + v.size() || n == 0) {
-      return bad("a positive number");
-    }
-    o->probe.max_pixels = n;
-    return Status::OK();
-  }
-  if (key == "arithmetic") {
+  } else if (key == "feature") {
+    STOKER_ASSIGN_OR_RETURN(o->feature, ParseFeature(key, v));
+  } else if (key == "on_error") {
+    STOKER_ASSIGN_OR_RETURN(
+        o->on_error,
+        ParseChoice<OnError>(key, v, {{"fail", OnError::kFail}, {"skip", OnError::kSkip}}));
+  } else if (key == "max_pixels") {
+    STOKER_ASSIGN_OR_RETURN(o->probe.max_pixels, ParsePositive(key, v));
+  } else if (key == "arithmetic") {
     STOKER_ASSIGN_OR_RETURN(o->probe.allow_arithmetic, ParseBool(key, v));
-    return Status::OK();
+  } else if (key == "decoder") {
+    STOKER_ASSIGN_OR_RETURN(
+        o->decoder,
+        ParseChoice<ViewDecoder>(key, v, {{"cpu", ViewDecoder::kCpu}, {"gpu", ViewDecoder::kGpu}}));
+  } else if (key == "fallback") {
+    STOKER_ASSIGN_OR_RETURN(o->gpu_fallback,
+                            ParseChoice<bool>(key, v, {{"cpu", true}, {"none", false}}));
+  } else if (key == "compression") {
+    STOKER_ASSIGN_OR_RETURN(o->compression, ParseChoice<std::optional<TfRecordCompression>>(
+                                                key, v,
+                                                {{"auto", std::nullopt},
+                                                 {"none", TfRecordCompression::kNone},
+                                                 {"gzip", TfRecordCompression::kGzip},
+                                                 {"zlib", TfRecordCompression::kZlib}}));
+  } else {
+    return Status::Invalid("unknown view option '" + std::string(key) + "'");
   }
-  if (key == "decoder") {
-    if (v == "cpu") {
-      o->decoder = ViewDecoder::kCpu;
-    } else if (v == "gpu") {
-      o->decoder = ViewDecoder::kGpu;
-    } else {
-      return bad("cpu or gpu");
-    }
-    return Status::OK();
-  }
-  if (key == "fallback") {
-    if (v == "cpu") {
-      o->gpu_fallback = true;
-    } else if (v == "none") {
-      o->gpu_fallback = false;
-    } else {
-      return bad("cpu or none");
-    }
-    return Status::OK();
-  }
-  if (key == "compression") {
-    if (v == "auto") {
-      o->compression.reset();
-    } else if (v == "none") {
-      o->compression = TfRecordCompression::kNone;
-    } else if (v == "gzip") {
-      o->compression = TfRecordCompression::kGzip;
-    } else if (v == "zlib") {
-      o->compression = TfRecordCompression::kZlib;
-    } else {
-      return bad("auto, none, gzip or zlib");
-    }
-    return Status::OK();
-  }
-  return Status::Invalid("unknown view option '" + std::string(key) + "'");
+  return Status::OK();
 }
 
 }  // namespace

@@ -197,6 +197,18 @@ Status ViewOrigin::ReadDir(const std::string& path,
     if (S_ISDIR(e.st.st_mode) || S_ISREG(e.st.st_mode)) raw_entries.push_back(e);
     return true;
   }));
+  const std::vector<Result<RawViewKind>> kinds = ClassifyEntries(path, raw_entries);
+  std::set<std::string> names;
+  for (size_t i = 0; i < raw_entries.size(); ++i) {
+    std::optional<OriginDirEntry> out = ListedEntry(path, raw_entries[i], kinds[i]);
+    if (!out || !names.insert(out->name).second) continue;
+    if (!fn(*out)) break;
+  }
+  return Status::OK();
+}
+
+std::vector<Result<RawViewKind>> ViewOrigin::ClassifyEntries(
+    const std::string& dir, const std::vector<OriginDirEntry>& raw_entries) {
   // Recognising a file not seen before reads its head at the origin: over a
   // NAS that is a round trip per file, so a big directory does it in parallel.
   // Under skip a JPEG is listed only once laid out: the head does not tell
@@ -207,26 +219,8 @@ Status ViewOrigin::ReadDir(const std::string& path,
   std::atomic<size_t> next{0};
   auto classify = [&] {
     for (size_t i; (i = next.fetch_add(1)) < raw_entries.size();) {
-      const OriginDirEntry& e = raw_entries[i];
-      if (!S_ISREG(e.st.st_mode)) continue;
-      const std::string raw_path = JoinPath(path, e.name);
-      kinds[i] = KindOf(raw_path, e.st);
-      if (!lay_out_jpegs || !kinds[i].ok() || *kinds[i] != RawViewKind::kJpeg ||
-          KnownLayout(raw_path, IdentityFromStat(e.st)) != nullptr) {
-        continue;
-      }
-      const std::string view_path = raw_path + std::string(kNpySuffix);
-      Result<ObjectCache::Opened> raw = cache_->OpenForDerived(raw_path);
-      Status s = raw.ok() ? LayoutOf(raw_path, view_path, RawViewKind::kJpeg, *raw).status()
-                          : raw.status();
-      if (s.ok()) continue;
-      if (s.code() == ENOENT) {
-        kinds[i] = s;  // does not decode (skipped), or gone
-      } else {
-        // The origin failed us, not the file: listed without its size, as
-        // under fail; a stat of it asks again.
-        LOG_DEBUG("view {}: laying out '{}' for a listing: {}", spec_.name, raw_path, s.message());
-      }
+      if (!S_ISREG(raw_entries[i].st.st_mode)) continue;
+      kinds[i] = ClassifyFile(JoinPath(dir, raw_entries[i].name), raw_entries[i].st, lay_out_jpegs);
     }
   };
   std::vector<std::thread> helpers;
@@ -245,32 +239,49 @@ Status ViewOrigin::ReadDir(const std::string& path,
   }
   classify();
   for (std::thread& t : helpers) t.join();
+  return kinds;
+}
 
-  std::set<std::string> names;
-  for (size_t i = 0; i < raw_entries.size(); ++i) {
-    const OriginDirEntry& e = raw_entries[i];
-    OriginDirEntry out;
-    if (S_ISDIR(e.st.st_mode)) {
-      out.name = e.name;
-      out.st = ViewStat(e.st, 0);
-    } else {
-      const std::string raw_path = JoinPath(path, e.name);
-      const Result<RawViewKind>& kind = kinds[i];
-      if (!kind.ok()) {
-        LOG_DEBUG("view {}: leaving '{}' out of a listing: {}", spec_.name, raw_path,
-                  kind.status().message());
-        continue;
-      }
-      if (*kind == RawViewKind::kNone) continue;
-      out.name = *kind == RawViewKind::kJpeg ? e.name + std::string(kNpySuffix) : e.name;
-      auto layout = KnownLayout(raw_path, IdentityFromStat(e.st));
-      out.st = ViewStat(e.st, layout ? layout->size : 0);
-      out.attrs_complete = layout != nullptr;
-    }
-    if (!names.insert(out.name).second) continue;
-    if (!fn(out)) break;
+Result<RawViewKind> ViewOrigin::ClassifyFile(const std::string& raw_path, const struct stat& st,
+                                             bool lay_out_jpeg) {
+  Result<RawViewKind> kind = KindOf(raw_path, st);
+  if (!lay_out_jpeg || !kind.ok() || *kind != RawViewKind::kJpeg ||
+      KnownLayout(raw_path, IdentityFromStat(st)) != nullptr) {
+    return kind;
   }
-  return Status::OK();
+  const std::string view_path = raw_path + std::string(kNpySuffix);
+  Result<ObjectCache::Opened> raw = cache_->OpenForDerived(raw_path);
+  Status s =
+      raw.ok() ? LayoutOf(raw_path, view_path, RawViewKind::kJpeg, *raw).status() : raw.status();
+  if (s.ok()) return kind;
+  if (s.code() == ENOENT) return s;  // does not decode (skipped), or gone
+  // The origin failed us, not the file: listed without its size, as
+  // under fail; a stat of it asks again.
+  LOG_DEBUG("view {}: laying out '{}' for a listing: {}", spec_.name, raw_path, s.message());
+  return kind;
+}
+
+std::optional<OriginDirEntry> ViewOrigin::ListedEntry(const std::string& dir,
+                                                      const OriginDirEntry& e,
+                                                      const Result<RawViewKind>& kind) {
+  OriginDirEntry out;
+  if (S_ISDIR(e.st.st_mode)) {
+    out.name = e.name;
+    out.st = ViewStat(e.st, 0);
+    return out;
+  }
+  const std::string raw_path = JoinPath(dir, e.name);
+  if (!kind.ok()) {
+    LOG_DEBUG("view {}: leaving '{}' out of a listing: {}", spec_.name, raw_path,
+              kind.status().message());
+    return std::nullopt;
+  }
+  if (*kind == RawViewKind::kNone) return std::nullopt;
+  out.name = *kind == RawViewKind::kJpeg ? e.name + std::string(kNpySuffix) : e.name;
+  auto layout = KnownLayout(raw_path, IdentityFromStat(e.st));
+  out.st = ViewStat(e.st, layout ? layout->size : 0);
+  out.attrs_complete = layout != nullptr;
+  return out;
 }
 
 Status ViewOrigin::MarkFailed(const std::string& raw_path, const ObjectCache::Opened& raw,

@@ -156,6 +156,16 @@ class ViewOrigin final : public Origin, public DerivedSource {
   // the raw directory).
   Result<Resolved> Resolve(const std::string& path);
   Result<RawViewKind> KindOf(const std::string& raw_path, const struct stat& raw_st);
+  // ReadDir's steps. What each raw entry of dir is in the view (kNone: not
+  // in it; an error: left out), recognised on several threads for a big
+  // directory; one regular file's (laid out first where lay_out_jpeg, for a
+  // JPEG not laid out yet); the entry the view lists for one, if any.
+  std::vector<Result<RawViewKind>> ClassifyEntries(const std::string& dir,
+                                                   const std::vector<OriginDirEntry>& raw_entries);
+  Result<RawViewKind> ClassifyFile(const std::string& raw_path, const struct stat& st,
+                                   bool lay_out_jpeg);
+  std::optional<OriginDirEntry> ListedEntry(const std::string& dir, const OriginDirEntry& e,
+                                            const Result<RawViewKind>& kind);
   Result<std::shared_ptr<const ViewLayout>> LayoutOf(const std::string& raw_path,
                                                      const std::string& view_path, RawViewKind kind,
                                                      const ObjectCache::Opened& raw);

@@ -37,47 +37,56 @@ bool IsAddressOrLocalhost(std::string host) {
   return host == "localhost" || inet_pton(AF_INET, host.c_str(), &a) == 1;
 }
 
-}  // namespace
-
-Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
-                                                   const OriginOptions& options) {
+// The bucket and the prefix ("" or ending in '/') of "s3://BUCKET[/PREFIX]".
+Status ParseLocation(const std::string& url, std::string* bucket, std::string* prefix) {
   STOKER_ASSIGN_OR_RETURN(Url u, ParseUrl(url));
   if (u.scheme != "s3") return Status::Invalid("origin URL '" + url + "': not s3://");
-  Config cfg;
-  cfg.bucket = u.host;
-  if (!ValidBucket(cfg.bucket)) {
-    return Status::Invalid("origin URL '" + url + "': '" + cfg.bucket + "' is not a bucket name");
+  *bucket = u.host;
+  if (!ValidBucket(*bucket)) {
+    return Status::Invalid("origin URL '" + url + "': '" + *bucket + "' is not a bucket name");
   }
-  std::string prefix = u.path;
-  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-  if (!IsPlainRelativePath(prefix)) {
-    return Status::Invalid("origin URL '" + url + "': the prefix '" + prefix +
+  std::string path = u.path;
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  if (!IsPlainRelativePath(path)) {
+    return Status::Invalid("origin URL '" + url + "': the prefix '" + path +
                            "' is not a plain path");
   }
-  cfg.prefix = prefix.empty() ? "" : prefix + "/";
+  *prefix = path.empty() ? "" : path + "/";
+  return Status::OK();
+}
+
+// AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1.
+std::string RegionFromEnvironment() {
   const char* region = std::getenv("AWS_REGION");
   if (region == nullptr || *region == '\0') region = std::getenv("AWS_DEFAULT_REGION");
-  cfg.region = region != nullptr && *region != '\0' ? region : "us-east-1";
-  std::string endpoint = options.s3_endpoint.empty() ? "https://s3." + cfg.region + ".amazonaws.com"
-                                                     : options.s3_endpoint;
+  return region != nullptr && *region != '\0' ? region : "us-east-1";
+}
+
+// --s3-endpoint, else the region's AWS endpoint; http(s)://HOST[:PORT].
+Result<Url> ParseEndpoint(const OriginOptions& options, const std::string& region) {
+  std::string endpoint =
+      options.s3_endpoint.empty() ? "https://s3." + region + ".amazonaws.com" : options.s3_endpoint;
   Result<Url> e = ParseUrl(endpoint);
   if (!e.ok() || (e->scheme != "http" && e->scheme != "https") ||
       (!e->path.empty() && e->path != "/")) {
     return Status::Invalid("--s3-endpoint '" + endpoint +
                            "': expected http(s)://HOST[:PORT] without a path");
   }
-  cfg.endpoint = e->scheme + "://" + e->host;
-  cfg.path_style = options.s3_path_style || IsAddressOrLocalhost(e->host);
-  // Credentials endpoints are asked through a client of their own (no
-  // backoff shared with the bucket's), which gives up soon: on a host that
-  // is no EC2 instance, nothing answers at the metadata service's address.
+  return e;
+}
+
+// How the credential provider asks its endpoints (the metadata service,
+// the container's): through a client of their own (no backoff shared with
+// the bucket's), which gives up soon: on a host that is no EC2 instance,
+// nothing answers at the metadata service's address.
+AwsCredentialProvider::Fetch CredentialFetcher(const OriginOptions& options) {
   HttpClient::Options fetch_options = ClientOptions(options);
   fetch_options.connect_timeout_s = 2;
   fetch_options.backoff_s = 0;
   auto fetcher = std::make_shared<HttpClient>(fetch_options);
-  AwsCredentialProvider::Fetch fetch = [fetcher](const std::string& method, const std::string& url,
-                                                 const std::vector<std::string>& headers,
-                                                 const std::string& body) -> Result<std::string> {
+  return [fetcher](const std::string& method, const std::string& url,
+                   const std::vector<std::string>& headers,
+                   const std::string& body) -> Result<std::string> {
     HttpRequest req;
     req.method = method == "PUT"    ? HttpRequest::Method::kPut
                  : method == "POST" ? HttpRequest::Method::kPost
@@ -92,55 +101,15 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
     }
     return r.body;
   };
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<AwsCredentialProvider> provider,
-                          AwsCredentialProvider::Make(std::getenv, fetch, [] {
-                            return static_cast<int64_t>(std::time(nullptr));
-                          }));
-  cfg.credentials = std::move(provider);
-  if (cfg.credentials) {
-    LOG_INFO("s3://{}: credentials from {}", cfg.bucket, cfg.credentials->source());
-  } else {
-    LOG_INFO("s3://{}: no AWS credentials found; requests are anonymous", cfg.bucket);
-  }
+}
 
-  const std::string what = "s3 origin '" + url + "'";
+}  // namespace
+
+Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
+                                                   const OriginOptions& options) {
+  STOKER_ASSIGN_OR_RETURN(Config cfg, ConfigOf(url, options));
   std::shared_ptr<S3Origin> origin(new S3Origin(cfg, options));
-  // One key of the prefix: the endpoint answers, the bucket exists, the
-  // keys are good, the prefix holds something.
-  HttpRequest probe = origin->ListOneKey();
-  probe.max_retries = std::min(options.retries, kProbeRetries);
-  Result<HttpResponse> r = origin->Perform(probe);
-  if (!r.ok()) {
-    return Status::Error(r.status().code(),
-                         what + ": cannot reach " + cfg.endpoint + ": " + r.status().message());
-  }
-  if (r->status != 200) {
-    std::string code = S3ErrorCode(r->body);
-    if (r->status == 404 || code == "NoSuchBucket") {
-      return Status::NotFound(what + ": bucket '" + cfg.bucket + "' does not exist at " +
-                              cfg.endpoint);
-    }
-    if (r->status == 403 || r->status == 401) {
-      return Status::Error(EACCES,
-                           what + ": access denied (" +
-                               (code.empty() ? "HTTP " + std::to_string(r->status) : code) +
-                               "); check the credentials (" +
-                               (cfg.credentials ? cfg.credentials->source() : "none found") + ")");
-    }
-    if (r->status == 301 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
-      return Status::Invalid(what + ": the bucket is not in region " + cfg.region +
-                             " (set AWS_REGION)");
-    }
-    return origin->ErrorOf(*r, what + ": listing the bucket");
-  }
-  Result<S3ListPage> page = ParseListObjectsV2(r->body);
-  if (!page.ok()) {
-    return Status::Error(
-        EIO, what + ": " + cfg.endpoint + " does not answer like S3: " + page.status().message());
-  }
-  if (!cfg.prefix.empty() && page->objects.empty() && page->prefixes.empty()) {
-    return Status::NotFound(what + ": no objects under the prefix '" + cfg.prefix + "'");
-  }
+  STOKER_RETURN_IF_ERROR(origin->CheckAtMount("s3 origin '" + url + "'", options.retries));
   // While the endpoint is unreachable, the same listing asks it again in
   // the background: no reader waits on a probe.
   std::weak_ptr<S3Origin> weak = origin;
@@ -150,6 +119,66 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
     return o->ListOneKey();  // signed now, not at mount
   });
   return origin;
+}
+
+Result<S3Origin::Config> S3Origin::ConfigOf(const std::string& url, const OriginOptions& options) {
+  Config cfg;
+  STOKER_RETURN_IF_ERROR(ParseLocation(url, &cfg.bucket, &cfg.prefix));
+  cfg.region = RegionFromEnvironment();
+  STOKER_ASSIGN_OR_RETURN(Url e, ParseEndpoint(options, cfg.region));
+  cfg.endpoint = e.scheme + "://" + e.host;
+  cfg.path_style = options.s3_path_style || IsAddressOrLocalhost(e.host);
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<AwsCredentialProvider> provider,
+                          AwsCredentialProvider::Make(std::getenv, CredentialFetcher(options), [] {
+                            return static_cast<int64_t>(std::time(nullptr));
+                          }));
+  cfg.credentials = std::move(provider);
+  if (cfg.credentials) {
+    LOG_INFO("s3://{}: credentials from {}", cfg.bucket, cfg.credentials->source());
+  } else {
+    LOG_INFO("s3://{}: no AWS credentials found; requests are anonymous", cfg.bucket);
+  }
+  return cfg;
+}
+
+Status S3Origin::CheckAtMount(const std::string& what, int retries) const {
+  HttpRequest probe = ListOneKey();
+  probe.max_retries = std::min(retries, kProbeRetries);
+  Result<HttpResponse> r = Perform(probe);
+  if (!r.ok()) {
+    return Status::Error(r.status().code(),
+                         what + ": cannot reach " + cfg_.endpoint + ": " + r.status().message());
+  }
+  if (r->status != 200) return RefusedAtMount(*r, what);
+  Result<S3ListPage> page = ParseListObjectsV2(r->body);
+  if (!page.ok()) {
+    return Status::Error(
+        EIO, what + ": " + cfg_.endpoint + " does not answer like S3: " + page.status().message());
+  }
+  if (!cfg_.prefix.empty() && page->objects.empty() && page->prefixes.empty()) {
+    return Status::NotFound(what + ": no objects under the prefix '" + cfg_.prefix + "'");
+  }
+  return Status::OK();
+}
+
+Status S3Origin::RefusedAtMount(const HttpResponse& r, const std::string& what) const {
+  std::string code = S3ErrorCode(r.body);
+  if (r.status == 404 || code == "NoSuchBucket") {
+    return Status::NotFound(what + ": bucket '" + cfg_.bucket + "' does not exist at " +
+                            cfg_.endpoint);
+  }
+  if (r.status == 403 || r.status == 401) {
+    return Status::Error(EACCES,
+                         what + ": access denied (" +
+                             (code.empty() ? "HTTP " + std::to_string(r.status) : code) +
+                             "); check the credentials (" +
+                             (cfg_.credentials ? cfg_.credentials->source() : "none found") + ")");
+  }
+  if (r.status == 301 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
+    return Status::Invalid(what + ": the bucket is not in region " + cfg_.region +
+                           " (set AWS_REGION)");
+  }
+  return ErrorOf(r, what + ": listing the bucket");
 }
 
 S3Origin::S3Origin(Config config, const OriginOptions& options)

@@ -63,6 +63,16 @@ class S3Origin final : public Origin {
     std::shared_ptr<AwsCredentialProvider> credentials;  // null: anonymous
   };
   S3Origin(Config config, const OriginOptions& options);
+  // Create's steps: what the URL, the environment and the options say
+  // (bucket, prefix, region, endpoint, credentials); then, with the origin
+  // made, one key of the prefix asked for: the endpoint answers, the bucket
+  // exists, the keys are good, the prefix holds something. what names the
+  // origin in the errors.
+  static Result<Config> ConfigOf(const std::string& url, const OriginOptions& options);
+  Status CheckAtMount(const std::string& what, int retries) const;
+  // Why the endpoint refused the check (a missing bucket, keys refused, the
+  // wrong region, ...).
+  Status RefusedAtMount(const HttpResponse& r, const std::string& what) const;
 
   // A request to the bucket (key "" with a query) or one of its objects,
   // not signed yet.
