@@ -24,20 +24,14 @@
 #pragma once
 
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
-#include <deque>
-#include <map>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
