@@ -263,6 +263,58 @@ def drop_caches(files=(), system=True):
         with_deadline(fadvise_all, what="fadvise(DONTNEED)")
 
 
+class PinnedPages:
+    """Holds every page of the given files in the kernel's page cache until
+    close(): each file is mapped shared and mlock'ed, which reads in what is
+    missing. The page cache alone keeps no page for sure: this VM's host
+    takes clean pages back within seconds (a tree read and left for 4 s
+    here lost some pages of about 40% of its files)."""
+
+    def __init__(self, paths):
+        import ctypes
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._libc.mmap.restype = ctypes.c_void_p
+        self._libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                    ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        self._libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self._libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self._maps = []
+        try:
+            for p in paths:
+                self._pin(p)
+        except BaseException:
+            self.close()
+            raise
+
+    def _pin(self, path):
+        import ctypes
+        import mmap
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            n = os.fstat(fd).st_size
+            if n == 0:
+                return
+            addr = self._libc.mmap(None, n, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr is None or addr == ctypes.c_void_p(-1).value:
+                raise OSError(ctypes.get_errno(), f"mmap {path}")
+            self._maps.append((addr, n))
+            if self._libc.mlock(addr, n) != 0:
+                raise OSError(ctypes.get_errno(), f"mlock {path}")
+        finally:
+            os.close(fd)
+
+    def close(self):
+        for addr, n in self._maps:
+            self._libc.munmap(addr, n)
+        self._maps = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 # ---------------------------------------------------------------------------
 # Mounts
 
