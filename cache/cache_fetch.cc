@@ -1,6 +1,5 @@
-// ObjectCache misses: collapsing concurrent fetches, one origin read per run
-// of consecutive chunks, the identity check after it, and prefetching ahead
-// of sequential readers.
+// Prefetching: ahead of sequential readers (the chunks after what they read)
+// and of readers going through a directory (the files after the one opened).
 #include <fcntl.h>
 
 #include <algorithm>
@@ -12,166 +11,6 @@
 #include "util/mutex.h"
 
 namespace stoker {
-namespace {
-
-// One origin read covers at most this many bytes of consecutive misses.
-constexpr uint64_t kMaxRunBytes = 8ull << 20;
-
-}  // namespace
-
-ObjectCacheImpl::DeferredStores::~DeferredStores() {
-  for (const auto& [idx, bytes] : chunks_) {
-    cache_->writer_.Store(*v_, idx, bytes);
-    cache_->unstored_.Remove(ChunkKey{v_->key.object_id, v_->key.version, idx});
-  }
-}
-
-bool ObjectCacheImpl::DeferredStores::Defer(uint64_t idx, const ChunkBytes& bytes) {
-  if (!cache_->unstored_.Add(ChunkKey{v_->key.object_id, v_->key.version, idx}, bytes)) {
-    return false;
-  }
-  chunks_.emplace_back(idx, bytes);
-  return true;
-}
-
-// One FetchChunks call: what it was asked, what it has, and this round's
-// flights (a flight abandoned by a prefetch, EAGAIN, is joined again in the
-// next round).
-struct ObjectCacheImpl::FetchJob {
-  const std::shared_ptr<ObjectVersion>& v;
-  OriginHandle& origin;
-  const std::vector<uint64_t>& idx;
-  std::vector<ChunkBytes>* out;
-  FetchTally* tally;
-  Readahead* readahead;
-  bool ahead;
-  DeferredStores* defer;
-  std::vector<char> done;  // per chunk: has its bytes or its error
-  Status first_error;
-  bool expedited = false;
-  std::vector<std::shared_ptr<Fetcher::Flight>> flights;
-  std::vector<char> leader;  // per chunk: this call leads its flight
-  ChunkKey Key(size_t i) const { return ChunkKey{v->key.object_id, v->key.version, idx[i]}; }
-};
-
-Status ObjectCacheImpl::FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
-                                    const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
-                                    FetchTally* tally, Readahead* readahead, bool ahead,
-                                    DeferredStores* defer) {
-  FetchJob job{v,     origin, idx,          out,   tally, readahead, ahead,
-               defer, {},     Status::OK(), false, {},    {}};
-  out->assign(idx.size(), ChunkBytes{});
-  job.done.assign(idx.size(), 0);
-  for (int round = 0; round < 8; ++round) {
-    if (!JoinFlights(job)) return job.first_error;
-    TakeHeld(job);
-    // Lead first, wait after: see fetcher.h.
-    LeadRuns(job);
-    AwaitFollowed(job);
-  }
-  return job.first_error.ok() ? Status::IOError("fetch of '" + v->path + "' kept being abandoned")
-                              : job.first_error;
-}
-
-bool ObjectCacheImpl::JoinFlights(FetchJob& job) {
-  const size_t n = job.idx.size();
-  job.flights.assign(n, nullptr);
-  job.leader.assign(n, 0);
-  bool pending = false;
-  for (size_t i = 0; i < n; ++i) {
-    if (job.done[i]) continue;
-    pending = true;
-    bool lead = false;
-    job.flights[i] = fetcher_.Join(job.Key(i), &lead);
-    job.leader[i] = lead;
-  }
-  return pending;
-}
-
-void ObjectCacheImpl::TakeHeld(FetchJob& job) {
-  // A fetch that completed between our miss and our Join has stored the
-  // chunk already, or left it in this file's readahead or in unstored_
-  // (leaders do that before completing): use that, not the origin. A
-  // prefetch whose reader went past the chunk meanwhile gives it up.
-  for (size_t i = 0; i < job.idx.size(); ++i) {
-    if (!job.leader[i]) continue;
-    const ChunkKey key = job.Key(i);
-    std::optional<ChunkBytes> stored;
-    if (job.readahead) stored = job.readahead->Get(job.idx[i]);
-    if (!stored) stored = unstored_.Get(key);
-    if (!stored) stored = reader_.LoadStored(*job.v, job.idx[i]);
-    if (stored) {
-      (*job.out)[i] = *stored;
-      fetcher_.Complete(key, job.flights[i], *stored);
-    } else if (job.ahead && job.readahead && !job.readahead->Wanted(job.idx[i])) {
-      fetcher_.Complete(key, job.flights[i], Status::Error(EAGAIN, "prefetch no longer needed"));
-    } else {
-      continue;
-    }
-    job.leader[i] = 0;
-    job.done[i] = 1;
-  }
-}
-
-void ObjectCacheImpl::LeadRuns(FetchJob& job) {
-  // Consecutive chunks this call leads are read from the origin as one run.
-  const size_t n = job.idx.size();
-  const uint64_t max_run = std::max<uint64_t>(1, kMaxRunBytes / chunk_size_);
-  for (size_t i = 0; i < n;) {
-    if (!job.leader[i]) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j + 1 < n && job.leader[j + 1] && job.idx[j + 1] == job.idx[j] + 1 &&
-           j + 1 - i < max_run) {
-      ++j;
-    }
-    auto run = origin_reader_.ReadRun(*job.v, job.origin, job.idx[i], j - i + 1);
-    for (size_t k = i; k <= j; ++k) {
-      const ChunkKey key = job.Key(k);
-      job.done[k] = 1;
-      if (!run.ok()) {
-        fetcher_.Complete(key, job.flights[k], run.status());
-        continue;
-      }
-      const ChunkBytes& bytes = (*run)[k - i];
-      if (job.defer == nullptr || !job.defer->Defer(job.idx[k], bytes)) {
-        writer_.Store(*job.v, job.idx[k], bytes);
-      }
-      // Held even when cached: eviction takes the newest chunks first,
-      // which are just the ones fetched ahead of their reader.
-      if (job.readahead) job.readahead->Put(job.idx[k], bytes, ReadaheadLimit());
-      (*job.out)[k] = bytes;
-      job.tally->chunks++;
-      job.tally->bytes += bytes.len;
-      fetcher_.Complete(key, job.flights[k], bytes);
-    }
-    if (!run.ok() && job.first_error.ok()) job.first_error = run.status();
-    i = j + 1;
-  }
-}
-
-void ObjectCacheImpl::AwaitFollowed(FetchJob& job) {
-  for (size_t i = 0; i < job.idx.size(); ++i) {
-    if (job.done[i]) continue;
-    if (!job.expedited) {
-      // Who leads the fetch may produce it at a lower priority (a
-      // prefetch, a warm): a derived origin moves that work up to ours.
-      derived_->Expedite(job.v->path);
-      job.expedited = true;
-    }
-    counters_.collapsed_misses++;
-    auto r = Fetcher::Wait(job.flights[i]);
-    if (r.ok()) {
-      (*job.out)[i] = *r;
-      job.done[i] = 1;
-    } else if (r.status().code() != EAGAIN) {
-      job.done[i] = 1;
-      if (job.first_error.ok()) job.first_error = r.status();
-    }
-  }
-}
 
 void ObjectCacheImpl::MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end,
                                     uint64_t last_chunk) {
@@ -210,6 +49,7 @@ void ObjectCacheImpl::PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
   FetchTally tally;
   Fill fill;
   fill.load_cached = true;
+  fill.urgency = Urgency::kPrefetch;
   Status s = FillRange(v, *origin, first, end, &tally, readahead.get(), fill);
   counters_.prefetched_chunks += tally.chunks;
   if (!s.ok()) LOG_DEBUG("prefetch of '{}': {}", v->path, s.message());
@@ -236,10 +76,13 @@ Status ObjectCacheImpl::FillRange(const std::shared_ptr<ObjectVersion>& v, Origi
   // chunk's waiting readers have it: a reader that caught up with the
   // producer does not wait for the cache writes of the chunks before its
   // own. A plain file's is stored chunk by chunk (options.h says why).
-  DeferredStores defer(this, v);
-  const bool defer_stores = options_.defer_plain_prefetch_stores || derived_->IsDerived(v->path);
-  return FetchChunks(v, origin, missing, &bytes, tally, readahead, readahead != nullptr,
-                     defer_stores ? &defer : nullptr);
+  ChunkFetch::DeferredStores defer(&fetch_, v);
+  ChunkFetch::Request request;
+  request.urgency = fill.urgency;
+  request.readahead = readahead;
+  request.ahead = readahead != nullptr;
+  if (options_.defer_plain_prefetch_stores || derived_->IsDerived(v->path)) request.defer = &defer;
+  return fetch_.Fetch(v, origin, missing, request, &bytes, tally);
 }
 
 void ObjectCacheImpl::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx,
@@ -345,6 +188,7 @@ void ObjectCacheImpl::PrefetchFile(const std::string& path) {
   const auto& file = opened->file;
   Fill fill;
   fill.load_cached = true;
+  fill.urgency = Urgency::kPrefetch;
   // A cache near its bound would evict something to take these, or refuse
   // them after reading them from the origin: there, only what it holds is
   // read ahead.

@@ -97,7 +97,7 @@ Status ObjectCacheImpl::ReadVersion(OpenFileState& f, uint64_t off, size_t len, 
   AwaitChecks(f, plan);
   // What this read fetches is stored once the reply is out (or at once on
   // a failed read, when this goes).
-  auto deferred = std::make_unique<DeferredStores>(this, v);
+  auto deferred = std::make_unique<ChunkFetch::DeferredStores>(&fetch_, v);
   if (Status s = FetchMissing(f, plan, deferred.get()); !s.ok()) {
     counters_.errors++;
     return s;
@@ -224,7 +224,8 @@ void ObjectCacheImpl::AwaitChecks(OpenFileState& f, ReadPlan& p) {
   }
 }
 
-Status ObjectCacheImpl::FetchMissing(OpenFileState& f, ReadPlan& p, DeferredStores* deferred) {
+Status ObjectCacheImpl::FetchMissing(OpenFileState& f, ReadPlan& p,
+                                     ChunkFetch::DeferredStores* deferred) {
   // Misses: what this file fetched meanwhile, then the origin.
   if (p.missing.empty()) return Status::OK();
   std::sort(p.missing.begin(), p.missing.end());
@@ -238,8 +239,11 @@ Status ObjectCacheImpl::FetchMissing(OpenFileState& f, ReadPlan& p, DeferredStor
   }
   std::vector<ChunkBytes> fetched;
   FetchTally tally;
-  STOKER_RETURN_IF_ERROR(FetchChunks(f.version, *f.origin, to_fetch, &fetched, &tally,
-                                     f.readahead.get(), /*ahead=*/false, deferred));
+  ChunkFetch::Request request;
+  request.urgency = Urgency::kReader;
+  request.readahead = f.readahead.get();
+  request.defer = deferred;
+  STOKER_RETURN_IF_ERROR(fetch_.Fetch(f.version, *f.origin, to_fetch, request, &fetched, &tally));
   for (size_t i = 0; i < to_fetch.size(); ++i) p.mem[to_fetch[i] - p.span.first] = fetched[i];
   return Status::OK();
 }

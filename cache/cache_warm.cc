@@ -28,7 +28,9 @@ void ObjectCacheImpl::WarmFile(const std::string& path, uint64_t size,
   Status failed;
   for (uint64_t first = 0; first < file->version->chunks; first += step) {
     FetchTally tally;
-    Status s = FillRange(file->version, *file->origin, first, first + step, &tally);
+    Fill fill;
+    fill.urgency = Urgency::kWarm;
+    Status s = FillRange(file->version, *file->origin, first, first + step, &tally, nullptr, fill);
     counters_.warm_bytes += tally.bytes;
     if (!s.ok()) {
       LOG_WARN("warm '{}': {}", path, s.message());

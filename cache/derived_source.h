@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cache/origin/origin.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -47,12 +48,12 @@ class DerivedSource {
   // through the cache, never leased whole to the kernel.
   virtual bool HasUnreadableRanges(const std::string& path) = 0;
 
-  // A caller is waiting on data of path that other work is producing now
-  // (a reader that joined a prefetch's or a warm's fetch of a chunk): a
-  // source that schedules its own work (a decoded view's decode jobs) may
-  // move that work up to the caller's priority. A hint: it changes no
+  // A caller (for whom: who) is waiting on data of path that other work is
+  // producing now (a reader that joined a prefetch's or a warm's fetch of a
+  // chunk): a source that schedules its own work (a decoded view's decode
+  // jobs) may move that work up to who's urgency. A hint: it changes no
   // result, and work that has not begun yet may not be found.
-  virtual void Expedite(const std::string& path) = 0;
+  virtual void Expedite(const std::string& path, Urgency who) = 0;
 };
 
 // A mount without decoded views: no path is derived.
@@ -62,7 +63,7 @@ class NothingDerived final : public DerivedSource {
   uint64_t DerivedDevice(const std::string&) const override { return 0; }
   Status CheckRead(const std::string&, uint64_t, uint64_t) override { return Status::OK(); }
   bool HasUnreadableRanges(const std::string&) override { return false; }
-  void Expedite(const std::string&) override {}
+  void Expedite(const std::string&, Urgency) override {}
 };
 
 }  // namespace stoker

@@ -165,6 +165,9 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
               [this](const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job) {
                 WarmFile(path, size, job);
               }),
+      fetch_(ChunkFetch::Parts{chunk_size_, &origin_reader_, &writer_, &reader_, derived_.get(),
+                               &counters_},
+             options_.deferred_store_bytes, ReadaheadLimit()),
       dir_scan_(DirScan::Options{static_cast<size_t>(options_.dir_prefetch_files)},
                 [this](const std::string& dir) -> Result<std::vector<std::string>> {
                   std::vector<std::string> files;

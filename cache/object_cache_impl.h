@@ -5,13 +5,13 @@
 // of each path is served); the ChunkWriter (every write and removal of a
 // chunk) and the ChunkReader (reading back, checking once); the
 // OriginReader (reading origin files, checking their version); a HitLog; the
-// Evictor and the Warmer (threads); a Fetcher (collapsed misses),
-// UnstoredChunks and Readaheads (bytes in memory); a DirScan and a
-// WorkerPool. Private to cache/.
+// Evictor and the Warmer (threads); the ChunkFetch (misses: collapsed,
+// read in runs, stored or held unstored) and Readaheads (bytes in memory);
+// a DirScan and a WorkerPool. Private to cache/.
 //
 // Files: object_cache.cc (the cache directory, start, stats), cache_open.cc
 // (opens, versions, revalidation), cache_read.cc (reads), cache_fetch.cc
-// (misses, prefetch), cache_lease.cc (passthrough
+// (prefetch), cache_lease.cc (passthrough
 // leases), cache_warm.cc (fetching a file the Warmer found).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
@@ -37,6 +37,7 @@
 
 #include "cache/cache_dir_lock.h"
 #include "cache/chunk.h"
+#include "cache/chunk_fetch.h"
 #include "cache/chunk_index.h"
 #include "cache/chunk_reader.h"
 #include "cache/chunk_store.h"
@@ -44,7 +45,6 @@
 #include "cache/dir_scan.h"
 #include "cache/eviction.h"
 #include "cache/evictor.h"
-#include "cache/fetcher.h"
 #include "cache/hit_log.h"
 #include "cache/index_size.h"
 #include "cache/io/io_backend.h"
@@ -54,7 +54,6 @@
 #include "cache/readahead.h"
 #include "cache/resident_chunks.h"
 #include "cache/sequential_reads.h"
-#include "cache/unstored_chunks.h"
 #include "cache/version_table.h"
 #include "cache/warm_job.h"
 #include "cache/warmer.h"
@@ -82,12 +81,7 @@ struct Fill {
   // Verify cached chunks not yet verified, and have the kernel read the
   // verified ones into the page cache, so that the reader finds them there.
   bool load_cached = false;
-};
-
-// Chunks and bytes a fetch read from the origin itself (not waited for).
-struct FetchTally {
-  uint64_t chunks = 0;
-  uint64_t bytes = 0;
+  Urgency urgency = Urgency::kPrefetch;  // whom the range is fetched for
 };
 
 class OpenFileState {
@@ -202,25 +196,6 @@ class ObjectCacheImpl final : public ObjectCache {
   bool OtherDerivation(const std::string& path, const ObjectRecord& r) const;
   void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
 
-  // Chunks a fetch put off storing, held in unstored_ until stored when this
-  // goes: a reader's, when its ReadReply lets go of it (fs/: after the reply
-  // was sent); a prefetch's or warm's, when its range is fetched and every
-  // reader waiting on it answered.
-  class DeferredStores : public ReadReply::Keepalive {
-   public:
-    DeferredStores(ObjectCacheImpl* cache, std::shared_ptr<ObjectVersion> v)
-        : cache_(cache), v_(std::move(v)) {}
-    ~DeferredStores() override;
-    // True if chunk idx's store was put off (it is in unstored_ now).
-    bool Defer(uint64_t idx, const ChunkBytes& bytes);
-    bool empty() const { return chunks_.empty(); }
-
-   private:
-    ObjectCacheImpl* const cache_;
-    const std::shared_ptr<ObjectVersion> v_;
-    std::vector<std::pair<uint64_t, ChunkBytes>> chunks_;
-  };
-
   // cache_read.cc: a read is planned (each chunk sorted by where its bytes
   // come from), then each list is served by a step of its own.
   struct ReadPlan;
@@ -237,29 +212,12 @@ class ObjectCacheImpl final : public ObjectCache {
   void AwaitChecks(OpenFileState& file, ReadPlan& plan);
   // Takes missing chunks from the read-ahead, else fetches them from the
   // origin (their stores put off into deferred).
-  Status FetchMissing(OpenFileState& file, ReadPlan& plan, DeferredStores* deferred);
+  Status FetchMissing(OpenFileState& file, ReadPlan& plan, ChunkFetch::DeferredStores* deferred);
   // Appends the span's segments to out, counting hits; returns the bytes
   // served from the cache.
   uint64_t Assemble(const ObjectVersion& v, ReadPlan& plan, ReadReply* out);
 
-  // cache_fetch.cc
-  // Fetches the listed chunks (ascending, not present) and stores them;
-  // (*out)[i] is chunk idx[i]'s bytes. readahead: where the chunks this
-  // call fetched are also kept (may be null). ahead: a prefetch, which gives
-  // up chunks its reader has gone past (their (*out)[i] stays empty).
-  // defer: where stores may be put off to (null: stored before returning).
-  Status FetchChunks(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
-                     const std::vector<uint64_t>& idx, std::vector<ChunkBytes>* out,
-                     FetchTally* tally, Readahead* readahead = nullptr, bool ahead = false,
-                     DeferredStores* defer = nullptr);
-  // FetchChunks' rounds: join a flight per chunk not done (false: all are
-  // done), take what is held already for the flights led, read the led
-  // runs from the origin, wait for the flights followed.
-  struct FetchJob;
-  bool JoinFlights(FetchJob& job);
-  void TakeHeld(FetchJob& job);
-  void LeadRuns(FetchJob& job);
-  void AwaitFollowed(FetchJob& job);
+  // cache_fetch.cc: prefetch.
   void MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end, uint64_t last_chunk);
   void PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
                      const std::shared_ptr<OriginHandle>& origin,
@@ -267,8 +225,7 @@ class ObjectCacheImpl final : public ObjectCache {
   // Fetches whatever is missing of chunks [first, end) and stores it before
   // returning, once every reader waiting on those chunks has their bytes.
   Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin, uint64_t first,
-                   uint64_t end, FetchTally* tally, Readahead* readahead = nullptr,
-                   Fill fill = Fill{});
+                   uint64_t end, FetchTally* tally, Readahead* readahead, Fill fill);
   // The cached chunks among idx (ascending), verified or read ahead. With a
   // readahead, they are read (and verified, if this process has not) and
   // held there for the reader, claimed while they are read.
@@ -314,9 +271,7 @@ class ObjectCacheImpl final : public ObjectCache {
   OriginReader origin_reader_;
   Evictor evictor_;
   Warmer warmer_;
-  Fetcher fetcher_;
-  // Fetched chunks whose store a reader's reply is waiting for.
-  UnstoredChunks unstored_{options_.deferred_store_bytes};
+  ChunkFetch fetch_;
   // Memory all Readaheads may hold together.
   const std::shared_ptr<std::atomic<int64_t>> readahead_budget_ =
       std::make_shared<std::atomic<int64_t>>(256ll << 20);

@@ -22,26 +22,18 @@
 #include "cache/object_cache_test_origin.h"
 #include "cache/origin/local/local_origin.h"
 #include "cache/slab.h"
+#include "util/eventually.h"
 
 namespace stoker {
 namespace {
 
+using testing::Eventually;
 using testing::Materialize;
 using testing::Pattern;
 using testing::ScratchDir;
 using testing::WriteFile;
 
 constexpr uint64_t kCs = 64 << 10;
-
-// Waits for something the background threads do; the bound only keeps a
-// broken build from hanging, it is not a speed requirement.
-bool Eventually(const std::function<bool()>& pred) {
-  for (int i = 0; i < 6000; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
 
 class ObjectCacheTest : public ::testing::Test {
  protected:

@@ -56,7 +56,15 @@ class ControlledOrigin : public Origin, public DerivedSource {
   bool HasUnreadableRanges(const std::string& path) override {
     return refuse_from_.load() != UINT64_MAX;
   }
-  void Expedite(const std::string& path) override {}
+  void Expedite(const std::string& path, Urgency who) override {
+    expedited_++;
+    last_expedite_ = who;
+  }
+  // Expedite calls, and whom the last one was for.
+  int expedited() const { return expedited_.load(); }
+  Urgency last_expedite() const { return last_expedite_.load(); }
+  // Whom the cache said its last run read was for (ReadAtAligned).
+  Urgency last_read_for() const { return last_read_for_.load(); }
   OriginBackoff* backoff() override { return backoff_.get(); }
 
   std::string Describe() const override { return "controlled:" + inner_->Describe(); }
@@ -101,6 +109,12 @@ class ControlledOrigin : public Origin, public DerivedSource {
       if (int f = o_->fail_.load()) return Down(f);
       return f_->ReadAt(buf, len, off);
     }
+    Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off, Urgency who) override {
+      o_->last_read_for_ = who;
+      o_->PassGate();
+      if (int f = o_->fail_.load()) return Down(f);
+      return f_->ReadAtAligned(buf, len, off, who);
+    }
     Result<OriginIdentity> Identity() override {
       if (int f = o_->fail_.load()) return Down(f);
       Result<OriginIdentity> id = f_->Identity();
@@ -133,6 +147,9 @@ class ControlledOrigin : public Origin, public DerivedSource {
   std::atomic<uint64_t> derived_dev_{0};
   std::atomic<uint64_t> refuse_from_{UINT64_MAX};
   std::atomic<int> check_reads_{0};
+  std::atomic<int> expedited_{0};
+  std::atomic<Urgency> last_expedite_{Urgency::kReader};
+  std::atomic<Urgency> last_read_for_{Urgency::kReader};
 };
 
 }  // namespace stoker::testing

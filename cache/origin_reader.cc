@@ -10,7 +10,7 @@
 namespace stoker {
 
 Result<std::vector<ChunkBytes>> OriginReader::ReadRun(const ObjectVersion& v, OriginHandle& origin,
-                                                      uint64_t first, uint64_t n) {
+                                                      uint64_t first, uint64_t n, Urgency who) {
   const uint64_t size = v.identity.size;
   uint64_t total = 0;
   for (uint64_t i = 0; i < n; ++i) total += ChunkLength(size, p_.chunk_size, first + i);
@@ -28,7 +28,7 @@ Result<std::vector<ChunkBytes>> OriginReader::ReadRun(const ObjectVersion& v, Or
     if (IsOriginUnavailable(s.code())) origin.Forget(file->get());
     return OriginError(v, s);
   };
-  auto got = (*file)->ReadAtAligned(buf.get(), total, ChunkOffset(p_.chunk_size, first));
+  auto got = (*file)->ReadAtAligned(buf.get(), total, ChunkOffset(p_.chunk_size, first), who);
   if (!got.ok()) return file_error(got.status());
   (derived ? p_.counters->derived_bytes_produced : p_.counters->origin_bytes_read) += *got;
   // What was read must be the version this file state stands for, or one

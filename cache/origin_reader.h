@@ -39,9 +39,10 @@ class OriginReader {
   // one buffer). ESTALE: the origin's file is not v any more (changed,
   // replaced or gone); EIO: it returned fewer bytes than v has; the
   // origin's own errors as they are (a failed file is forgotten by origin,
-  // so that the next read opens the path again).
+  // so that the next read opens the path again). who: whom the run is read
+  // for (OriginFile::ReadAtAligned).
   Result<std::vector<ChunkBytes>> ReadRun(const ObjectVersion& v, OriginHandle& origin,
-                                          uint64_t first, uint64_t n);
+                                          uint64_t first, uint64_t n, Urgency who);
 
  private:
   // Whether file, another inode with v's size and times, holds v's bytes:

@@ -64,7 +64,7 @@ TEST_F(OriginReaderTest, ARunIsOneReadCutIntoChunks) {
   WriteFile(dir_.Sub("f"), data);
   auto v = VersionOf("f", 1);
   OriginHandle handle(origin_, "f");
-  auto run = reader_.ReadRun(*v, handle, 1, 3);
+  auto run = reader_.ReadRun(*v, handle, 1, 3, Urgency::kReader);
   ASSERT_TRUE(run.ok()) << run.status().message();
   ASSERT_EQ(run->size(), 3u);
   EXPECT_EQ(std::string((*run)[0].data.get(), (*run)[0].len), data.substr(kChunk, kChunk));
@@ -82,7 +82,7 @@ TEST_F(OriginReaderTest, AFileChangedUnderTheVersionIsStale) {
   WriteFile(dir_.Sub("f"), Pattern(2 * kChunk, 3));
   SetMtime("f", 2000000);
   OriginHandle handle(origin_, "f");
-  auto run = reader_.ReadRun(*v, handle, 0, 2);
+  auto run = reader_.ReadRun(*v, handle, 0, 2, Urgency::kReader);
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.status().code(), ESTALE);
   EXPECT_TRUE(v->changed_at_origin.load());
@@ -93,7 +93,7 @@ TEST_F(OriginReaderTest, AFileGoneOrShorterThanTheVersionIsStale) {
   auto gone = VersionOf("gone", 1);
   ASSERT_EQ(std::remove(dir_.Sub("gone").c_str()), 0);
   OriginHandle gone_handle(origin_, "gone");
-  auto r = reader_.ReadRun(*gone, gone_handle, 0, 1);
+  auto r = reader_.ReadRun(*gone, gone_handle, 0, 1, Urgency::kReader);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ESTALE);
   EXPECT_TRUE(gone->changed_at_origin.load());
@@ -107,7 +107,7 @@ TEST_F(OriginReaderTest, AFileGoneOrShorterThanTheVersionIsStale) {
     v->at_origin.size = 3 * kChunk;
   }
   OriginHandle handle(origin_, "short");
-  auto s = reader_.ReadRun(*v, handle, 1, 2);
+  auto s = reader_.ReadRun(*v, handle, 1, 2, Urgency::kReader);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), ESTALE) << "its bytes are not the version's";
 }
@@ -123,7 +123,7 @@ TEST_F(OriginReaderTest, ACopyThatHoldsTheCachedBytesIsTheSameVersion) {
   WriteFile(dir_.Sub("f"), data);
   SetMtime("f", 1000000);
   OriginHandle handle(origin_, "f");
-  auto run = reader_.ReadRun(*v, handle, 1, 1);
+  auto run = reader_.ReadRun(*v, handle, 1, 1, Urgency::kReader);
   ASSERT_TRUE(run.ok()) << run.status().message();
   EXPECT_EQ(std::string((*run)[0].data.get(), (*run)[0].len), data.substr(kChunk));
   EXPECT_FALSE(v->changed_at_origin.load());
@@ -135,7 +135,7 @@ TEST_F(OriginReaderTest, ACopyThatHoldsTheCachedBytesIsTheSameVersion) {
   SetMtime("g", 1000000);
   ASSERT_EQ(std::rename(dir_.Sub("g").c_str(), dir_.Sub("f").c_str()), 0);
   OriginHandle again(origin_, "f");
-  auto other = reader_.ReadRun(*w, again, 1, 1);
+  auto other = reader_.ReadRun(*w, again, 1, 1, Urgency::kReader);
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.status().code(), ESTALE);
 }

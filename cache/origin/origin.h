@@ -83,6 +83,12 @@ struct OriginDirEntry {
   bool attrs_complete = true;
 };
 
+// Who waits on a read of an origin file: a reader (a request the kernel
+// made), the cache's prefetch for one, or a warm. An origin whose files queue
+// work of their own (a decoded view's decode jobs) orders that work by it;
+// the others ignore it.
+enum class Urgency { kReader, kPrefetch, kWarm };
+
 // An open origin file. Reads are positional and thread-safe.
 class OriginFile {
  public:
@@ -93,8 +99,9 @@ class OriginFile {
   // to kDirectIoAlign (cache/io/direct_io.h) and holds len rounded up to it
   // (AllocAligned's buffers do), which a backend may fill past len. It may
   // then read around the page cache (a cold origin read costs no copy).
-  // Default: ReadAt.
-  virtual Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off) {
+  // who: whom the cache reads for. Default: ReadAt.
+  virtual Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off, Urgency who) {
+    (void)who;
     return ReadAt(buf, len, off);
   }
   // The identity of what this open file reads now (fstat for local files).

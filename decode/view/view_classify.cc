@@ -92,7 +92,7 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
       std::try_to_lock);
   if (!stripe.owns_lock()) {
     // Most likely laid out by another now, maybe a warm's: raise its check.
-    Expedite(view_path);
+    Expedite(view_path, CurrentUrgency());
     stripe.lock();
   }
   if (auto known = KnownLayout(raw_path, id)) return known;
@@ -132,7 +132,7 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
           });
         }
         std::vector<Status> st =
-            pool_->RunAll(batch->get(), CurrentDecodePriority(), std::move(jobs));
+            pool_->RunAll(batch->get(), DecodePriorityFor(CurrentUrgency()), std::move(jobs));
         stats_->counters.images_checked += jpegs.size();
         return st;
       };

@@ -22,10 +22,22 @@ bool IsWorldError(int code) {
          code == ENOENT;
 }
 
-DecodePriority CurrentDecodePriority() {
+DecodePriority DecodePriorityFor(Urgency who) {
+  switch (who) {
+    case Urgency::kReader:
+      return DecodePriority::kReader;
+    case Urgency::kPrefetch:
+      return DecodePriority::kReadahead;
+    case Urgency::kWarm:
+      return DecodePriority::kWarm;
+  }
+  return DecodePriority::kReader;
+}
+
+Urgency CurrentUrgency() {
   std::optional<WorkerPool::Priority> p = WorkerPool::CurrentPriority();
-  if (!p) return DecodePriority::kReader;
-  return *p == WorkerPool::Priority::kHigh ? DecodePriority::kReadahead : DecodePriority::kWarm;
+  if (!p) return Urgency::kReader;
+  return *p == WorkerPool::Priority::kHigh ? Urgency::kPrefetch : Urgency::kWarm;
 }
 
 TfRecordCompression CompressionOf(RawViewKind kind) {
@@ -61,20 +73,29 @@ class ViewFile final : public OriginFile {
              &p_.stats->counters.raw_bytes_read) {}
 
   Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {
+    return Produce(buf, len, off, Urgency::kReader);
+  }
+  // The cache's reads: decoded at the priority of whom it reads for.
+  Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off, Urgency who) override {
+    return Produce(buf, len, off, who);
+  }
+  Result<OriginIdentity> Identity() override { return p_.identity; }
+
+ private:
+  Result<size_t> Produce(void* buf, size_t len, uint64_t off, Urgency who) {
     const ViewLayout& l = *p_.layout;
     if (off >= l.size || len == 0) return size_t{0};
     len = static_cast<size_t>(std::min<uint64_t>(len, l.size - off));
-    Status s = l.kind == ViewKind::kNpy ? ReadNpy(static_cast<char*>(buf), len, off)
-                                        : ReadTfRecord(static_cast<char*>(buf), len, off);
+    const DecodePriority priority = DecodePriorityFor(who);
+    Status s = l.kind == ViewKind::kNpy ? ReadNpy(static_cast<char*>(buf), len, off, priority)
+                                        : ReadTfRecord(static_cast<char*>(buf), len, off, priority);
     if (!s.ok()) {
       p_.stats->counters.failed_reads++;
       return s;
     }
     return len;
   }
-  Result<OriginIdentity> Identity() override { return p_.identity; }
 
- private:
   // A production failure of data that laid out fine (a JPEG corrupt past
   // its header, a raw record that changed): listed, and EIO to the reader.
   Status DataError(uint64_t in_offset, const Status& why) {
@@ -94,7 +115,7 @@ class ViewFile final : public OriginFile {
     return s;
   }
 
-  Status ReadNpy(char* buf, size_t len, uint64_t off) {
+  Status ReadNpy(char* buf, size_t len, uint64_t off, DecodePriority priority) {
     const ViewLayout& l = *p_.layout;
     if (l.npy_failed()) {
       std::memset(buf, 0, len);  // CheckRead refuses every range of it
@@ -122,8 +143,7 @@ class ViewFile final : public OriginFile {
         return ProduceNpyView(l, jpeg, p_.options, *p_.decoder, reinterpret_cast<uint8_t*>(to),
                               l.size);
       });
-      std::vector<Status> st =
-          p_.pool->RunAll(batch.get(), CurrentDecodePriority(), std::move(jobs));
+      std::vector<Status> st = p_.pool->RunAll(batch.get(), priority, std::move(jobs));
       if (!st[0].ok()) {
         Status e = DataError(0, st[0]);
         if (IsWorldError(st[0].code()) || !MarkFailed(kWholeFile, st[0]).ok()) return e;
@@ -237,6 +257,7 @@ class ViewFile final : public OriginFile {
   // One read of TFRecord view bytes, planned: each record the range
   // overlaps, by where its bytes come from.
   struct RecordRead {
+    DecodePriority priority = DecodePriority::kReader;  // whom it is produced for
     uint64_t off = 0, end = 0;
     size_t first = 0, last = 0;  // records [first, last)
     // Per record: its bytes, produced before (kept, handed off) or now.
@@ -250,9 +271,10 @@ class ViewFile final : public OriginFile {
     std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
   };
 
-  Status ReadTfRecord(char* buf, size_t len, uint64_t off) {
+  Status ReadTfRecord(char* buf, size_t len, uint64_t off, DecodePriority priority) {
     const ViewLayout& l = *p_.layout;
     RecordRead rr;
+    rr.priority = priority;
     rr.off = off;
     rr.end = off + len;
     std::tie(rr.first, rr.last) = l.RecordsOverlapping(off, len);
@@ -328,7 +350,7 @@ class ViewFile final : public OriginFile {
                                          reinterpret_cast<uint8_t*>(to), r->out_size);
       });
     }
-    std::vector<Status> st = p_.pool->RunAll(batch.get(), CurrentDecodePriority(), std::move(jobs));
+    std::vector<Status> st = p_.pool->RunAll(batch.get(), rr.priority, std::move(jobs));
     for (size_t k = 0; k < rr.need.size(); ++k) {
       const size_t i = rr.need[k];
       const ViewRecord& r = l.records[i];
@@ -367,7 +389,7 @@ class ViewFile final : public OriginFile {
   // do it at a lower priority (a prefetch's, a warm's): raised, not left
   // behind all the other work of that priority.
   Status AwaitOthers(RecordRead& rr) {
-    for (const auto& [i, p] : rr.others) p_.pool->Raise(*p->batch, CurrentDecodePriority());
+    for (const auto& [i, p] : rr.others) p_.pool->Raise(*p->batch, rr.priority);
     for (const auto& [i, p] : rr.others) {
       MutexLock g(p->mu);
       while (!p->done) p->cv.Wait(p->mu);

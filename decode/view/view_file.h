@@ -44,9 +44,14 @@ inline constexpr std::string_view kNpySuffix = ".npy";
 // the data's: a JPEG over the decoder's memory limit.)
 bool IsWorldError(int code);
 
-// The decode priority of the calling thread's work: a reader's (on no pool
-// thread), a prefetch's or a warm's (cache/worker_pool.h).
-DecodePriority CurrentDecodePriority();
+// The decode priority of work done for who.
+DecodePriority DecodePriorityFor(Urgency who);
+
+// Whom the calling thread works for, where no caller says it (a layout made
+// for a Stat or a listing, which the Origin seam does not qualify): a
+// reader's on no pool thread, else a prefetch's or a warm's by the pool
+// task's priority (cache/worker_pool.h).
+Urgency CurrentUrgency();
 
 // The compression a raw TFRecord kind is read with.
 TfRecordCompression CompressionOf(RawViewKind kind);

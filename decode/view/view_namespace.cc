@@ -94,9 +94,9 @@ bool ViewNamespace::HasUnreadableRanges(const std::string& path) {
   return false;
 }
 
-void ViewNamespace::Expedite(const std::string& path) {
+void ViewNamespace::Expedite(const std::string& path, Urgency who) {
   std::string rest;
-  if (ViewOrigin* v = Route(path, &rest)) v->Expedite(rest);
+  if (ViewOrigin* v = Route(path, &rest)) v->Expedite(rest, who);
 }
 
 void ViewMount::Attach(ObjectCache* cache) {

@@ -47,7 +47,7 @@ class ViewNamespace final : public Origin, public DerivedSource {
   uint64_t DerivedDevice(const std::string& path) const override;
   Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override;
   bool HasUnreadableRanges(const std::string& path) override;
-  void Expedite(const std::string& path) override;
+  void Expedite(const std::string& path, Urgency who) override;
   OriginBackoff* backoff() override { return raw_->backoff(); }
 
  private:

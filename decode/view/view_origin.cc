@@ -365,14 +365,14 @@ bool ViewOrigin::HasUnreadableRanges(const std::string& path) {
   return false;
 }
 
-void ViewOrigin::Expedite(const std::string& path) {
+void ViewOrigin::Expedite(const std::string& path, Urgency who) {
   std::vector<std::shared_ptr<DecodePool::Batch>> raise;
   {
     MutexLock l(batches_mu_);
     auto [a, b] = batches_.equal_range(path);
     for (auto it = a; it != b; ++it) raise.push_back(it->second);
   }
-  const DecodePriority to = CurrentDecodePriority();
+  const DecodePriority to = DecodePriorityFor(who);
   for (const auto& batch : raise) pool_->Raise(*batch, to);
 }
 

@@ -120,7 +120,7 @@ class ViewOrigin final : public Origin, public DerivedSource {
   // Raises the decode batches producing path now (its reads' and its
   // layout's, registered by AddBatch) to the priority of the calling thread
   // (a reader's: kReader; a prefetch's: kReadahead), never down.
-  void Expedite(const std::string& path) override;
+  void Expedite(const std::string& path, Urgency who) override;
 
   // A decode batch that works for path (a view path) until RemoveBatch:
   // what Expedite(path) raises. Registered before the raw bytes it needs

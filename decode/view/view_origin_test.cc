@@ -30,6 +30,7 @@
 #include "decode/view/npy.h"
 #include "decode/view/view_namespace.h"
 #include "decode/view/view_producer.h"
+#include "util/eventually.h"
 
 namespace stoker {
 namespace {
@@ -279,16 +280,7 @@ TEST_F(ViewOriginTest, ASkipListingLeavesOutAJpegThatDoesNotDecode) {
   EXPECT_EQ(again, (std::set<std::string>{"a.jpg.npy", "shard-0"}));
 }
 
-// Polls pred until it holds; false after a minute (a hang is a failure,
-// not a timeout of the whole run).
-bool Eventually(const std::function<bool()>& pred) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+using testing::Eventually;
 
 // A reader whose chunk a warm is producing (the cache collapses its miss
 // into the warm's fetch) raises the warm's decode jobs to its own priority:
@@ -357,8 +349,7 @@ TEST_F(ViewOriginTest, AReadWaitingOnAWarmReadsRecordRaisesIt) {
   std::string warm_buf(cut.out_offset + 10, '\0');
   Result<size_t> warm_got = size_t{0};
   std::thread warm([&] {
-    WorkerPool::AsPriority as(WorkerPool::Priority::kLow);
-    warm_got = (*file)->ReadAt(warm_buf.data(), warm_buf.size(), 0);
+    warm_got = (*file)->ReadAtAligned(warm_buf.data(), warm_buf.size(), 0, Urgency::kWarm);
   });
   bool queued = Eventually([&] { return pool.queued() >= 2; });
   EXPECT_TRUE(queued) << "the warm's read queued nothing";

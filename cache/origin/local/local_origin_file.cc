@@ -39,7 +39,7 @@ class LocalOriginFile final : public OriginFile {
   // (the last partial block, or what the file grew by) buffered. A file that
   // shrank meanwhile reads short either way; the cache then finds the
   // identity changed and keeps nothing.
-  Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off) override {
+  Result<size_t> ReadAtAligned(void* buf, size_t len, uint64_t off, Urgency) override {
     return Watched(
         stalls_.get(), "read", path_, [&] { return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0); },
         [&] { return ReadAligned(buf, len, off); });

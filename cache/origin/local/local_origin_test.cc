@@ -401,7 +401,7 @@ TEST_P(LocalOriginTest, AlignedReadsMatchPlainReads) {
     std::shared_ptr<char[]> buf = AllocAligned(4u << 20);
     for (uint64_t off : {uint64_t{0}, uint64_t{4096}, uint64_t{k}, uint64_t{1u << 20}}) {
       for (size_t len : {size_t{1}, m - 1, m, size_t{100000}, k, k + 5, size_t{4u << 20}}) {
-        Result<size_t> n = (*f)->ReadAtAligned(buf.get(), len, off);
+        Result<size_t> n = (*f)->ReadAtAligned(buf.get(), len, off, Urgency::kReader);
         ASSERT_TRUE(n.ok()) << n.status().message();
         size_t want = off >= size ? 0 : std::min<size_t>(len, size - off);
         ASSERT_EQ(*n, want) << "off " << off << " len " << len;
@@ -418,17 +418,17 @@ TEST_P(LocalOriginTest, AlignedReadsMatchPlainReads) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(pwrite(fd, after.data(), after.size(), 0), static_cast<ssize_t>(after.size()));
   std::shared_ptr<char[]> buf = AllocAligned(2 * k);
-  Result<size_t> n = (*g)->ReadAtAligned(buf.get(), 2 * k, 0);
+  Result<size_t> n = (*g)->ReadAtAligned(buf.get(), 2 * k, 0, Urgency::kReader);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(std::string(buf.get(), *n), after);
   // Grown after open, read to where its end was: not a byte more than asked.
-  n = (*g)->ReadAtAligned(buf.get(), k + 100, 0);
+  n = (*g)->ReadAtAligned(buf.get(), k + 100, 0, Urgency::kReader);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(std::string(buf.get(), *n), after.substr(0, k + 100));
   // Shrunk after open: short, never an error or stale bytes past the end.
   ASSERT_EQ(ftruncate(fd, 1000), 0);
   close(fd);
-  n = (*g)->ReadAtAligned(buf.get(), 2 * k, 0);
+  n = (*g)->ReadAtAligned(buf.get(), 2 * k, 0, Urgency::kReader);
   ASSERT_TRUE(n.ok()) << n.status().message();
   EXPECT_EQ(std::string(buf.get(), *n), after.substr(0, 1000));
 }
