@@ -74,12 +74,12 @@ size_t ReadReply::size() const {
 
 Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& options,
                                                        std::shared_ptr<Origin> origin,
-                                                       std::shared_ptr<DerivedSource> derived) {
+                                                       const MakeDerived& make_derived) {
   STOKER_RETURN_IF_ERROR(ValidateOptions(options));
   ObjectCacheImpl::Parts p;
   p.options = options;
   p.origin = std::move(origin);
-  p.derived = derived != nullptr ? std::move(derived) : std::make_shared<NothingDerived>();
+  p.make_derived = make_derived;
   STOKER_ASSIGN_OR_RETURN(p.lock, CacheDirLock::Acquire(options.dir, true));
   if (options.io != nullptr) {
     p.io = options.io;
@@ -134,6 +134,7 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
   STOKER_ASSIGN_OR_RETURN(p.store, ChunkStore::Open(options.dir + "/data", DescriptorBudget()));
 
   auto impl = std::make_unique<ObjectCacheImpl>(std::move(p));
+  STOKER_RETURN_IF_ERROR(impl->made());
   Status started = impl->Start();
   if (started.code() == EBADMSG) return damaged(started.message());
   STOKER_RETURN_IF_ERROR(started);
@@ -142,8 +143,11 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
 
 ObjectCacheImpl::ObjectCacheImpl(Parts p)
     : options_(p.options),
-      origin_(std::move(p.origin)),
-      derived_(std::move(p.derived)),
+      derived_files_(p.make_derived ? p.make_derived(*this) : Derived{p.origin, nullptr}),
+      origin_(derived_files_.ok() ? derived_files_->origin : p.origin),
+      derived_(derived_files_.ok() && derived_files_->source != nullptr
+                   ? derived_files_->source
+                   : std::make_shared<NothingDerived>()),
       lock_(std::move(p.lock)),
       io_(std::move(p.io)),
       index_(std::move(p.index)),

@@ -41,6 +41,7 @@
 
 #include <sys/stat.h>
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -52,43 +53,10 @@
 #include "cache/derived_source.h"
 #include "cache/options.h"
 #include "cache/origin/origin.h"
+#include "cache/raw_reader.h"
 #include "util/status.h"
 
 namespace stoker {
-
-class OpenFileState;  // private to cache/
-
-// One piece of a read reply: either bytes in a file (fd, off) to be spliced
-// zero-copy, or bytes in memory.
-struct ReadSegment {
-  int fd = -1;
-  off_t off = 0;
-  const char* mem = nullptr;
-  size_t len = 0;
-};
-
-// What a read returns. Holds the pins and buffers its segments refer to.
-class ReadReply {
- public:
-  ReadReply() = default;
-  ReadReply(const ReadReply&) = delete;
-  ReadReply& operator=(const ReadReply&) = delete;
-  ~ReadReply();
-  const std::vector<ReadSegment>& segments() const { return segments_; }
-  size_t size() const;
-
-  // For cache/ internals.
-  struct Keepalive {
-    virtual ~Keepalive() = default;
-  };
-  void AddFd(int fd, off_t off, size_t len) { segments_.push_back({fd, off, nullptr, len}); }
-  void AddMem(const char* p, size_t len) { segments_.push_back({-1, 0, p, len}); }
-  void Keep(std::unique_ptr<Keepalive> k) { keep_.push_back(std::move(k)); }
-
- private:
-  std::vector<ReadSegment> segments_;
-  std::vector<std::unique_ptr<Keepalive>> keep_;
-};
 
 // Why an open file's version cannot be leased whole (ObjectCache::LeaseWhole).
 enum class LeaseRefusal : uint8_t {
@@ -127,35 +95,32 @@ class WholeFileLease {
   virtual void CountOpen() = 0;
 };
 
-class ObjectCache {
+class ObjectCache : public RawReader {
  public:
+  // Files a cache holds beside its origin's: files made from other files of
+  // the same cache (a mount's decoded views).
+  struct Derived {
+    // What the cache caches: the origin with the derived files in it (a
+    // ViewNamespace over it).
+    std::shared_ptr<Origin> origin;
+    std::shared_ptr<DerivedSource> source;  // what the cache asks about them
+  };
+  // Makes the derived files, given the cache they read their sources
+  // through. It may keep reader, but reads nothing through it before Open
+  // returns; its error fails Open.
+  using MakeDerived = std::function<Result<Derived>(RawReader& reader)>;
+
   // Opens (or creates) the cache at options.dir: takes the directory lock
   // (EBUSY "cache dir X is in use by another stoker process" if held), opens
-  // the index, reclaims pending writes of a crashed predecessor, starts the
-  // eviction and fetch threads. Does not scan data/. derived: what the
-  // cache asks about origin paths made from other paths of this cache (a
-  // mount's decoded views); null: none is.
-  static Result<std::unique_ptr<ObjectCache>> Open(
-      const CacheOptions& options, std::shared_ptr<Origin> origin,
-      std::shared_ptr<DerivedSource> derived = nullptr);
+  // the index, makes the derived files (make_derived; null: none), reclaims
+  // pending writes of a crashed predecessor, starts the eviction and fetch
+  // threads. Does not scan data/.
+  static Result<std::unique_ptr<ObjectCache>> Open(const CacheOptions& options,
+                                                   std::shared_ptr<Origin> origin,
+                                                   const MakeDerived& make_derived = nullptr);
   // Stops threads, flushes access records, closes the index.
   virtual ~ObjectCache() = default;
 
-  struct Opened {
-    std::shared_ptr<OpenFileState> file;
-    // The cached version is the one the kernel may already hold pages of:
-    // safe to set FOPEN_KEEP_CACHE.
-    bool keep_cache = false;
-    // The origin file changed since this daemon last saw it: fs/ must
-    // invalidate the kernel's cache for the inode (outside this request).
-    bool changed = false;
-    // Names the content of the version opened: equal tags, equal bytes. fs/
-    // binds each kernel inode to one tag (the kernel keeps one page cache per
-    // inode), so a changed file gets a new inode. Hard links of one origin
-    // file opened by their two names get one tag.
-    uint64_t content_tag = 0;
-    struct stat st {};  // attributes of the version opened
-  };
   // Opens path for reading, revalidating its identity with the origin if the
   // last check is older than revalidate_seconds (or force_revalidate).
   virtual Result<Opened> Open(const std::string& path, bool force_revalidate) = 0;
@@ -170,24 +135,6 @@ class ObjectCache {
   // origin_failed: its Stat opens its source through the cache, which
   // answers the same way). Never asks the origin.
   virtual std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed) = 0;
-
-  // Opens path as the cache's own background work does (warm, prefetch):
-  // for a derived object (a decoded view) reading its source. A change
-  // found here is left for the next Open to report to fs/; no directory
-  // scan is started. keep_cache and changed are always false.
-  virtual Result<Opened> OpenForDerived(const std::string& path) = 0;
-
-  // Small values made from the version an OpenFileState reads (a view's
-  // layout), kept in the index under name and dropped with that version.
-  // Get: nullopt if none. Put on a superseded version is a no-op.
-  virtual Result<std::optional<std::string>> GetDerived(const OpenFileState& file,
-                                                        const std::string& name) = 0;
-  virtual Status PutDerived(const OpenFileState& file, const std::string& name,
-                            const std::string& value) = 0;
-
-  // Reads [off, off+len) of an opened file, clipped to its size. Fills out.
-  // Detects sequential access per OpenFileState and prefetches ahead.
-  virtual Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) = 0;
 
   // Held by fs/ from before a Read until its reply has reached the kernel.
   // When an open finds the origin file changed, the version it replaces is

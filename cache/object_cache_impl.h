@@ -108,7 +108,7 @@ class ObjectCacheImpl final : public ObjectCache {
   struct Parts {
     CacheOptions options;
     std::shared_ptr<Origin> origin;
-    std::shared_ptr<DerivedSource> derived;  // never null
+    MakeDerived make_derived;  // null: nothing is derived
     std::unique_ptr<CacheDirLock> lock;
     std::shared_ptr<IoBackend> io;
     std::unique_ptr<ChunkIndex> index;
@@ -119,8 +119,11 @@ class ObjectCacheImpl final : public ObjectCache {
     // Why Open threw away what the directory held ("" if it did not).
     std::string fresh_start;
   };
+  // Makes the derived files (Parts::make_derived) over this cache.
   explicit ObjectCacheImpl(Parts parts);
   ~ObjectCacheImpl() override;
+  // make_derived's failure, if it failed (the cache is then not to be used).
+  Status made() const { return derived_files_.status(); }
 
   // Reclaims write intents, queues drop intents, starts the threads.
   Status Start();
@@ -251,7 +254,8 @@ class ObjectCacheImpl final : public ObjectCache {
   void WarmFile(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
 
   const CacheOptions options_;
-  const std::shared_ptr<Origin> origin_;
+  const Result<Derived> derived_files_;
+  const std::shared_ptr<Origin> origin_;          // derived_files_'s, else the one given
   const std::shared_ptr<DerivedSource> derived_;  // views' files; never null
   const std::unique_ptr<CacheDirLock> lock_;
   const std::shared_ptr<IoBackend> io_;

@@ -35,6 +35,12 @@ using testing::WriteFile;
 
 constexpr uint64_t kCs = 64 << 10;
 
+// o as what the cache caches and what it asks about derived files (every
+// file is a plain one until a test says otherwise: ControlledOrigin).
+ObjectCache::MakeDerived AsDerived(std::shared_ptr<testing::ControlledOrigin> o) {
+  return [o](RawReader&) -> Result<ObjectCache::Derived> { return ObjectCache::Derived{o, o}; };
+}
+
 class ObjectCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -52,7 +58,7 @@ class ObjectCacheTest : public ::testing::Test {
   }
 
   std::unique_ptr<ObjectCache> OpenCache() {
-    auto c = ObjectCache::Open(options_, origin_, origin_);
+    auto c = ObjectCache::Open(options_, origin_, AsDerived(origin_));
     STOKER_CHECK(c.ok(), c.status().message().c_str());
     return std::move(c).value();
   }
@@ -1283,7 +1289,7 @@ TEST_F(ObjectCacheTest, AWarmJobReportsItsProgress) {
 
 TEST_F(ObjectCacheTest, ASecondDaemonOnTheSameDirIsBusy) {
   auto cache = OpenCache();
-  auto second = ObjectCache::Open(options_, origin_, origin_);
+  auto second = ObjectCache::Open(options_, origin_, AsDerived(origin_));
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), EBUSY);
   EXPECT_NE(second.status().message().find("in use by another stoker process"), std::string::npos);
@@ -1304,10 +1310,10 @@ TEST_F(ObjectCacheTest, AnotherChunkSizeStartsFresh) {
 
 TEST_F(ObjectCacheTest, BadOptionsAreRefused) {
   options_.chunk_size = 1000;
-  EXPECT_EQ(ObjectCache::Open(options_, origin_, origin_).status().code(), EINVAL);
+  EXPECT_EQ(ObjectCache::Open(options_, origin_, AsDerived(origin_)).status().code(), EINVAL);
   options_.chunk_size = kCs;
   options_.capacity_bytes = 3 * kCs;
-  EXPECT_EQ(ObjectCache::Open(options_, origin_, origin_).status().code(), EINVAL);
+  EXPECT_EQ(ObjectCache::Open(options_, origin_, AsDerived(origin_)).status().code(), EINVAL);
 }
 
 TEST_F(ObjectCacheTest, StatsCarryTheSchema) {

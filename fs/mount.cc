@@ -48,16 +48,23 @@ Result<std::string> ResolveMountpoint(const MountOptions& options, const DaemonR
   return PrepareMountpoint(options.mountpoint);
 }
 
-// The cache over the origin the views give, attached to the views, whose
-// list of what does not decode outlives the daemon (view_stats.h).
-Result<std::unique_ptr<ObjectCache>> OpenCache(const MountOptions& options, ViewMount& views) {
+// The cache over the raw origin, and the views it makes (*views), which
+// read through it; their list of what does not decode outlives the daemon
+// (view_stats.h).
+Result<std::unique_ptr<ObjectCache>> OpenCache(const MountOptions& options,
+                                               const std::shared_ptr<Origin>& raw,
+                                               ViewMount* views) {
+  auto make_views = [&](RawReader& reader) -> Result<ObjectCache::Derived> {
+    STOKER_ASSIGN_OR_RETURN(
+        *views, MakeViewMount(raw, options.views, reader, options.decode_pool, options.decoder));
+    return ObjectCache::Derived{views->origin, views->derived};
+  };
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
-                          ObjectCache::Open(options.cache, views.origin, views.derived));
-  views.Attach(cache.get());
-  if (!views.views.empty()) {
-    Result<size_t> kept = views.stats->errors.Persist(options.cache.dir + "/view-errors");
+                          ObjectCache::Open(options.cache, raw, make_views));
+  if (!views->views.empty()) {
+    Result<size_t> kept = views->stats->errors.Persist(options.cache.dir + "/view-errors");
     if (kept.ok()) {
-      views.stats->counters.errors += *kept;
+      views->stats->counters.errors += *kept;
     } else {
       LOG_WARN("{}; view errors are listed in memory only", kept.status().message());
     }
@@ -233,10 +240,10 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
     STOKER_ASSIGN_OR_RETURN(early, EarlyMount::Make(options, mountpoint));
   }
   // With views, fs/ and the cache both see the ViewNamespace over the origin.
-  STOKER_ASSIGN_OR_RETURN(ViewMount views, MakeViewMount(raw_origin, options.views,
-                                                         options.decode_pool, options.decoder));
+  ViewMount views;
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
+                          OpenCache(options, raw_origin, &views));
   const std::shared_ptr<Origin> origin = views.origin;
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache, OpenCache(options, views));
 
   DaemonStats daemon_stats{options, mountpoint, started, *cache, *origin, views, link};
   std::function<nlohmann::json()> stats = [&daemon_stats] { return daemon_stats.Json(); };

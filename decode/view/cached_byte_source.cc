@@ -14,7 +14,7 @@ Result<size_t> CachedByteSource::ReadAt(void* buf, size_t len, uint64_t off) {
   size_t done = 0;
   while (done < len) {
     ReadReply reply;
-    STOKER_RETURN_IF_ERROR(cache_->Read(*file_, off + done, len - done, &reply));
+    STOKER_RETURN_IF_ERROR(reader_->Read(*file_, off + done, len - done, &reply));
     if (reply.size() == 0) break;
     for (const ReadSegment& s : reply.segments()) {
       if (s.mem != nullptr) {

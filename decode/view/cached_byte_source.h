@@ -1,9 +1,9 @@
-// CachedByteSource: a ByteSource over one file opened in the ObjectCache, so
+// CachedByteSource: a ByteSource over one file opened in the cache (a RawReader), so
 // the decode parsers read a raw file through the SSD tier (its chunks are
 // fetched, checksummed, cached and prefetched as for any reader).
 //
 // The size is that of the cached version opened; a read after the origin
-// file changed fails with ESTALE (ObjectCache::Read), which the parsers pass
+// file changed fails with ESTALE (RawReader::Read), which the parsers pass
 // through as a failure of the world, not a data error.
 //
 // Thread-safety: ReadAt may be called from many threads at once (the cache's
@@ -13,7 +13,7 @@
 #include <atomic>
 #include <memory>
 
-#include "cache/object_cache.h"
+#include "cache/raw_reader.h"
 #include "decode/tfrecord/byte_source.h"
 
 namespace stoker {
@@ -22,14 +22,14 @@ class CachedByteSource final : public ByteSource {
  public:
   // REQUIRES: cache (and counter, if given: bytes read are added to it)
   // outlive this source.
-  CachedByteSource(ObjectCache* cache, std::shared_ptr<OpenFileState> file, uint64_t size,
+  CachedByteSource(RawReader* reader, std::shared_ptr<OpenFileState> file, uint64_t size,
                    std::atomic<uint64_t>* counter = nullptr)
-      : cache_(cache), file_(std::move(file)), size_(size), counter_(counter) {}
+      : reader_(reader), file_(std::move(file)), size_(size), counter_(counter) {}
   uint64_t size() const override { return size_; }
   Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override;
 
  private:
-  ObjectCache* const cache_;
+  RawReader* const reader_;
   const std::shared_ptr<OpenFileState> file_;
   const uint64_t size_;
   std::atomic<uint64_t>* const counter_;

@@ -84,7 +84,7 @@ Result<RawViewKind> ViewOrigin::KindOf(const std::string& raw_path, const struct
 Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string& raw_path,
                                                                const std::string& view_path,
                                                                RawViewKind kind,
-                                                               const ObjectCache::Opened& raw) {
+                                                               const RawReader::Opened& raw) {
   const OriginIdentity id = IdentityFromStat(raw.st);
   if (auto known = KnownLayout(raw_path, id)) return known;
   std::unique_lock<std::mutex> stripe(
@@ -100,7 +100,7 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
   const std::string shown = prefix_ + "/" + view_path;
   const std::string name = LayoutName(kind);
   std::shared_ptr<const ViewLayout> layout;
-  auto stored = cache_->GetDerived(*raw.file, name);
+  auto stored = reader_.GetDerived(*raw.file, name);
   if (stored.ok() && *stored) {
     auto decoded = DecodeViewLayout(**stored);
     if (decoded.ok() && decoded->fingerprint == fingerprint_ && decoded->source_size == id.size) {
@@ -116,7 +116,7 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
   if (!layout) {
     // What was listed for this file came from another layout of it.
     stats_->errors.ForgetFile(shown);
-    CachedByteSource src(cache_, raw.file, id.size, &stats_->counters.raw_bytes_read);
+    CachedByteSource src(&reader_, raw.file, id.size, &stats_->counters.raw_bytes_read);
     const std::string decoder = decoder_->name();
     // Under skip every JPEG is checked to decode before it gets a place
     // (view_layout.h): on the pool, at the priority of whoever waits.
@@ -150,7 +150,7 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
     }
     stats_->counters.layouts_computed++;
     layout = std::make_shared<const ViewLayout>(std::move(made).value());
-    Status put = cache_->PutDerived(*raw.file, name, EncodeViewLayout(*layout));
+    Status put = reader_.PutDerived(*raw.file, name, EncodeViewLayout(*layout));
     if (!put.ok()) LOG_WARN("storing the layout of '{}': {}", shown, put.message());
   }
   for (const ViewError& e : layout->errors) {

@@ -69,7 +69,7 @@ class ViewFile final : public OriginFile {
   using Parts = ViewFileParts;
   explicit ViewFile(Parts p)
       : p_(std::move(p)),
-        src_(p_.cache, p_.raw.file, static_cast<uint64_t>(p_.raw.st.st_size),
+        src_(p_.reader, p_.raw.file, static_cast<uint64_t>(p_.raw.st.st_size),
              &p_.stats->counters.raw_bytes_read) {}
 
   Result<size_t> ReadAt(void* buf, size_t len, uint64_t off) override {

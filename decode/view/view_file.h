@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "cache/object_cache.h"
 #include "cache/origin/origin.h"
+#include "cache/raw_reader.h"
 #include "decode/jpeg/decode_pool.h"
 #include "decode/view/view_origin.h"
 
@@ -20,8 +20,8 @@ namespace stoker {
 
 // What one open view file reads and produces with.
 struct ViewFileParts {
-  ObjectCache* cache = nullptr;
-  ObjectCache::Opened raw;
+  RawReader* reader = nullptr;
+  RawReader::Opened raw;
   std::shared_ptr<const ViewLayout> layout;
   ViewOptions options;
   RawViewKind kind = RawViewKind::kNone;

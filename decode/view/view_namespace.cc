@@ -99,10 +99,6 @@ void ViewNamespace::Expedite(const std::string& path, Urgency who) {
   if (ViewOrigin* v = Route(path, &rest)) v->Expedite(rest, who);
 }
 
-void ViewMount::Attach(ObjectCache* cache) {
-  for (const auto& v : views) v->Attach(cache);
-}
-
 nlohmann::json ViewMount::Stats() const {
   nlohmann::json j;
   std::vector<std::string> names;
@@ -195,7 +191,7 @@ Status ChooseDecoder(const std::vector<ViewSpec>& views, const ViewDecoderOption
 }  // namespace
 
 Result<ViewMount> MakeViewMount(std::shared_ptr<Origin> raw, const std::vector<ViewSpec>& views,
-                                const DecodePoolOptions& pool_options,
+                                RawReader& reader, const DecodePoolOptions& pool_options,
                                 const ViewDecoderOptions& decoder) {
   ViewMount m;
   m.stats = std::make_shared<ViewStats>();
@@ -241,7 +237,8 @@ Result<ViewMount> MakeViewMount(std::shared_ptr<Origin> raw, const std::vector<V
     }
     LOG_INFO("view {}: decoder {}", v.name, d->name());
     m.views.push_back(
-        std::make_shared<ViewOrigin>(v, ViewDirName(v.name), raw, m.pool, m.stats, std::move(d)));
+        std::make_shared<ViewOrigin>(v, ViewDirName(v.name), raw, reader, m.pool, m.stats,
+                                     std::move(d)));
   }
   auto ns = std::make_shared<ViewNamespace>(std::move(raw), m.views);
   m.origin = ns;

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cache/derived_source.h"
-#include "cache/object_cache.h"
+#include "cache/raw_reader.h"
 #include "cache/origin/origin.h"
 #include "decode/gpu/gpu_jpeg_decoder.h"
 #include "decode/jpeg/decode_pool.h"
@@ -80,8 +80,6 @@ struct ViewMount {
   std::string decoder = "cpu";
   std::string decoder_reason;
 
-  // REQUIRES: once, before the mount serves; cache outlives the views' use.
-  void Attach(ObjectCache* cache);
   // The view fields of stats.json (view_*, decode_*).
   nlohmann::json Stats() const;
 };
@@ -94,9 +92,11 @@ std::string ViewDirName(const std::string& view_name);
 // The GPU is opened when --decoder is gpu (views or not) or auto, or a view
 // says decoder=gpu; where it cannot be, gpu and decoder=gpu fail the mount
 // (ENODEV and the like, "--decoder=gpu: <why>") and auto takes the CPU.
-// With a GPU, the pool gets enough threads to fill its batches.
+// With a GPU, the pool gets enough threads to fill its batches. The views
+// read raw files through reader (the cache: ObjectCache::Open's
+// make_derived makes them).
 Result<ViewMount> MakeViewMount(std::shared_ptr<Origin> raw, const std::vector<ViewSpec>& views,
-                                const DecodePoolOptions& pool_options = {},
+                                RawReader& reader, const DecodePoolOptions& pool_options = {},
                                 const ViewDecoderOptions& decoder = {});
 
 }  // namespace stoker

@@ -51,17 +51,19 @@ struct ViewOrigin::Resolved {
   bool is_dir = false;
   std::string raw_path;
   RawViewKind kind = RawViewKind::kNone;
-  std::optional<ObjectCache::Opened> raw;
+  std::optional<RawReader::Opened> raw;
   std::shared_ptr<const ViewLayout> layout;
   struct stat st {};
 };
 
 ViewOrigin::ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin> raw,
+                       RawReader& reader,
                        std::shared_ptr<DecodePool> pool, std::shared_ptr<ViewStats> stats,
                        std::shared_ptr<JpegDecoder> decoder)
     : spec_(std::move(spec)),
       prefix_(std::move(prefix)),
       raw_(std::move(raw)),
+      reader_(reader),
       pool_(std::move(pool)),
       stats_(std::move(stats)),
       // Without a decoder of its own, the pool's (aliased: it lives as long as the pool).
@@ -71,8 +73,6 @@ ViewOrigin::ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin
       dev_(Fnv1a(spec_.name + "\n" + fingerprint_) | kDerivedDevBit) {}
 
 ViewOrigin::~ViewOrigin() = default;
-
-void ViewOrigin::Attach(ObjectCache* cache) { cache_ = cache; }
 
 void ViewOrigin::HandOff(const std::shared_ptr<const ViewLayout>& layout, size_t record,
                          RecordBytes bytes) {
@@ -145,7 +145,6 @@ void ViewOrigin::Remember(const std::string& raw_path, Known k) {
 }
 
 Result<ViewOrigin::Resolved> ViewOrigin::Resolve(const std::string& path) {
-  STOKER_CHECK(cache_ != nullptr, "a view origin used before Attach");
   Resolved r;
   Result<struct stat> st = raw_->Stat(path);
   if (!st.ok() && st.status().code() != ENOENT) return st.status();
@@ -178,7 +177,7 @@ Result<ViewOrigin::Resolved> ViewOrigin::Resolve(const std::string& path) {
   if (r.kind == RawViewKind::kNone) {
     return Status::NotFound("'" + prefix_ + "/" + path + "' is not in the view");
   }
-  STOKER_ASSIGN_OR_RETURN(ObjectCache::Opened raw, cache_->OpenForDerived(r.raw_path));
+  STOKER_ASSIGN_OR_RETURN(RawReader::Opened raw, reader_.OpenForDerived(r.raw_path));
   STOKER_ASSIGN_OR_RETURN(r.layout, LayoutOf(r.raw_path, path, r.kind, raw));
   r.st = ViewStat(raw.st, r.layout->size);
   r.raw = std::move(raw);
@@ -214,7 +213,6 @@ std::vector<Result<RawViewKind>> ViewOrigin::ClassifyEntries(
   // Under skip a JPEG is listed only once laid out: the head does not tell
   // whether its scan decodes, and a listed name must stat.
   const bool lay_out_jpegs = spec_.options.on_error == OnError::kSkip;
-  STOKER_CHECK(!lay_out_jpegs || cache_ != nullptr, "a view origin used before Attach");
   std::vector<Result<RawViewKind>> kinds(raw_entries.size(), RawViewKind::kNone);
   std::atomic<size_t> next{0};
   auto classify = [&] {
@@ -250,7 +248,7 @@ Result<RawViewKind> ViewOrigin::ClassifyFile(const std::string& raw_path, const 
     return kind;
   }
   const std::string view_path = raw_path + std::string(kNpySuffix);
-  Result<ObjectCache::Opened> raw = cache_->OpenForDerived(raw_path);
+  Result<RawReader::Opened> raw = reader_.OpenForDerived(raw_path);
   Status s =
       raw.ok() ? LayoutOf(raw_path, view_path, RawViewKind::kJpeg, *raw).status() : raw.status();
   if (s.ok()) return kind;
@@ -284,7 +282,7 @@ std::optional<OriginDirEntry> ViewOrigin::ListedEntry(const std::string& dir,
   return out;
 }
 
-Status ViewOrigin::MarkFailed(const std::string& raw_path, const ObjectCache::Opened& raw,
+Status ViewOrigin::MarkFailed(const std::string& raw_path, const RawReader::Opened& raw,
                               RawViewKind kind, const ViewLayout& made_from, size_t record,
                               const Status& why) {
   const OriginIdentity id = IdentityFromStat(raw.st);
@@ -311,7 +309,7 @@ Status ViewOrigin::MarkFailed(const std::string& raw_path, const ObjectCache::Op
   l.errors.push_back({in_offset, why.code(), why.message()});
   // Stored before any zero of it reaches the cache: the index never says a
   // record is good whose bytes the cache holds as zeros.
-  STOKER_RETURN_IF_ERROR(cache_->PutDerived(*raw.file, LayoutName(kind), EncodeViewLayout(l)));
+  STOKER_RETURN_IF_ERROR(reader_.PutDerived(*raw.file, LayoutName(kind), EncodeViewLayout(l)));
   Remember(raw_path, Known{id, kind, std::make_shared<const ViewLayout>(std::move(l))});
   return Status::OK();
 }
@@ -401,7 +399,7 @@ Result<std::unique_ptr<OriginFile>> ViewOrigin::Open(const std::string& path) {
   STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path));
   if (r.is_dir) return Status::Error(EISDIR, "'" + prefix_ + "/" + path + "' is a directory");
   ViewFileParts p;
-  p.cache = cache_;
+  p.reader = &reader_;
   p.raw = std::move(*r.raw);
   p.layout = r.layout;
   p.options = spec_.options;

@@ -21,8 +21,8 @@
 // then be ENOENT; such entries come with their sizes. (TFRecords are listed
 // by their head under skip too: a record that does not decode is left out
 // of the file, not the file out of the listing.) Stat and Open lay the file
-// out: the raw file is opened in the cache (ObjectCache::OpenForDerived) and
-// its layout read from the index (ObjectCache::GetDerived, keyed by the
+// out: the raw file is opened in the cache (RawReader::OpenForDerived) and
+// its layout read from the index (RawReader::GetDerived, keyed by the
 // view's fingerprint) or computed by one scan of the raw file through the
 // cache and stored there. Concurrent stats of one file scan it once.
 //
@@ -35,8 +35,8 @@
 // a changed raw file, or other options, is a new version of the view file.
 //
 // Reading: an open view file decodes exactly the records a read covers, on
-// the DecodePool, at the priority of whoever reads (a reader's thread:
-// kReader; the cache's prefetch: kReadahead; warm: kWarm). A reader that
+// the DecodePool, at the priority of whom the cache reads for (its Urgency:
+// a reader's kReader; the cache's prefetch: kReadahead; warm: kWarm). A reader that
 // waits on records another read is producing (the cache's collapsed miss on
 // a prefetch's or warm's fetch: Expedite; a record two reads of one open
 // file share) raises that read's decode batch to its own priority; so does
@@ -54,9 +54,8 @@
 // kFailed as under fail. Every failure is counted, logged once and listed
 // in ViewStats.
 //
-// Thread-safety: all methods are thread-safe. Attach must be called once,
-// before the first Stat/Open of a file or listing of a skip view; the cache
-// must outlive every call.
+// Thread-safety: all methods are thread-safe. The reader (the cache the
+// view is made with, ObjectCache::Open's make_derived) outlives every call.
 #pragma once
 
 #include <array>
@@ -68,7 +67,7 @@
 #include <unordered_map>
 
 #include "cache/derived_source.h"
-#include "cache/object_cache.h"
+#include "cache/raw_reader.h"
 #include "cache/origin/origin.h"
 #include "decode/jpeg/decode_pool.h"
 #include "decode/tfrecord/tfrecord_compressed.h"
@@ -91,16 +90,16 @@ RawViewKind ClassifyRawFile(std::string_view name, std::string_view head, ByteSo
 
 class ViewOrigin final : public Origin, public DerivedSource {
  public:
-  // raw: the real origin. prefix: where the view appears in the mount
-  // (".decoded"), for messages and the error list.
-  // decoder: the view's JpegDecoder (the GPU one for a decoder=gpu view);
-  // null = the pool's. Its name() is part of the view's fingerprint.
-  ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin> raw,
+  // raw: the real origin; reader: the cache its files are read through.
+  // prefix: where the view appears in the mount (".decoded"), for messages
+  // and the error list. decoder: the view's JpegDecoder (the GPU one for a
+  // decoder=gpu view); null = the pool's. Its name() is part of the view's
+  // fingerprint.
+  ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin> raw, RawReader& reader,
              std::shared_ptr<DecodePool> pool, std::shared_ptr<ViewStats> stats,
              std::shared_ptr<JpegDecoder> decoder = nullptr);
   ~ViewOrigin() override;
 
-  void Attach(ObjectCache* cache);
   const ViewSpec& spec() const { return spec_; }
   const JpegDecoder& decoder() const { return *decoder_; }
   uint64_t device() const { return dev_; }
@@ -133,7 +132,7 @@ class ViewOrigin final : public Origin, public DerivedSource {
   // memory, so that CheckRead refuses its range from now on (its bytes are
   // zeros in the cache). made_from: the layout the caller produced from;
   // why: the decode error, kept in the layout's error list.
-  Status MarkFailed(const std::string& raw_path, const ObjectCache::Opened& raw, RawViewKind kind,
+  Status MarkFailed(const std::string& raw_path, const RawReader::Opened& raw, RawViewKind kind,
                     const ViewLayout& made_from, size_t record, const Status& why);
 
   // A produced record cut by the end of a read, for the next open of its
@@ -168,7 +167,7 @@ class ViewOrigin final : public Origin, public DerivedSource {
                                             const Result<RawViewKind>& kind);
   Result<std::shared_ptr<const ViewLayout>> LayoutOf(const std::string& raw_path,
                                                      const std::string& view_path, RawViewKind kind,
-                                                     const ObjectCache::Opened& raw);
+                                                     const RawReader::Opened& raw);
   struct stat ViewStat(const struct stat& raw_st, uint64_t size) const;
   std::string LayoutName(RawViewKind kind) const;
   std::shared_ptr<const ViewLayout> KnownLayout(const std::string& raw_path,
@@ -180,12 +179,12 @@ class ViewOrigin final : public Origin, public DerivedSource {
   const ViewSpec spec_;
   const std::string prefix_;
   const std::shared_ptr<Origin> raw_;
+  RawReader& reader_;  // the cache the raw files are read through
   const std::shared_ptr<DecodePool> pool_;
   const std::shared_ptr<ViewStats> stats_;
   const std::shared_ptr<JpegDecoder> decoder_;
   const std::string fingerprint_;
   const uint64_t dev_;
-  ObjectCache* cache_ = nullptr;  // set by Attach before any file is served
 
   // What this process knows of raw files, by raw path.
   mutable Mutex known_mu_;

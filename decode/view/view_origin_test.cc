@@ -103,9 +103,6 @@ class ViewOriginTest : public ::testing::Test {
     for (const auto& s : specs) v.push_back(*ParseViewSpec(s));
     auto raw = MakeOrigin(dir_.Sub("origin"));
     ASSERT_TRUE(raw.ok()) << raw.status().message();
-    auto m = MakeViewMount(*raw, v, DecodePoolOptions{pool_threads_});
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    views_ = std::move(m).value();
     CacheOptions o;
     o.dir = dir_.Sub("cache");
     o.capacity_bytes = 64ull << 20;
@@ -113,10 +110,14 @@ class ViewOriginTest : public ::testing::Test {
     o.revalidate_seconds = 0;
     if (prefetch_bytes_) o.prefetch_bytes = *prefetch_bytes_;
     if (dir_prefetch_files_) o.dir_prefetch_files = *dir_prefetch_files_;
-    auto c = ObjectCache::Open(o, views_.origin, views_.derived);
+    auto make_views = [&](RawReader& reader) -> Result<ObjectCache::Derived> {
+      STOKER_ASSIGN_OR_RETURN(views_,
+                              MakeViewMount(*raw, v, reader, DecodePoolOptions{pool_threads_}));
+      return ObjectCache::Derived{views_.origin, views_.derived};
+    };
+    auto c = ObjectCache::Open(o, *raw, make_views);
     ASSERT_TRUE(c.ok()) << c.status().message();
     cache_ = std::move(c).value();
-    views_.Attach(cache_.get());
   }
   void TearDown() override {
     cache_.reset();
@@ -718,19 +719,41 @@ void ViewOriginTest::FailingRecordReadsEio(const std::vector<std::string>& paylo
       << views_.stats->errors.Text();
 }
 
+// A reader the views are never to use: making them reads nothing.
+class UnusedReader final : public RawReader {
+ public:
+  Result<Opened> OpenForDerived(const std::string&) override { return Refuse(); }
+  Result<std::optional<std::string>> GetDerived(const OpenFileState&,
+                                                const std::string&) override {
+    return Refuse();
+  }
+  Status PutDerived(const OpenFileState&, const std::string&, const std::string&) override {
+    return Refuse();
+  }
+  Status Read(OpenFileState&, uint64_t, size_t, ReadReply*) override { return Refuse(); }
+
+ private:
+  static Status Refuse() {
+    ADD_FAILURE() << "made views read through their reader";
+    return Status::Error(EIO, "not to be read");
+  }
+};
+
 TEST(ViewMountTest, RefusesCollisionsAndDuplicates) {
   ScratchDir dir("views");
   std::filesystem::create_directories(dir.Sub("origin/.decoded"));
   auto raw = MakeOrigin(dir.Sub("origin"));
   ASSERT_TRUE(raw.ok());
-  auto collide = MakeViewMount(*raw, {*ParseViewSpec("decoded")});
+  UnusedReader reader;
+  auto collide = MakeViewMount(*raw, {*ParseViewSpec("decoded")}, reader);
   EXPECT_EQ(collide.status().code(), EEXIST);
   EXPECT_NE(collide.status().message().find("'.decoded'"), std::string::npos);
-  auto twice = MakeViewMount(*raw, {*ParseViewSpec("a"), *ParseViewSpec("a:dct=accurate")});
+  auto twice =
+      MakeViewMount(*raw, {*ParseViewSpec("a"), *ParseViewSpec("a:dct=accurate")}, reader);
   EXPECT_EQ(twice.status().code(), EINVAL);
-  auto control = MakeViewMount(*raw, {*ParseViewSpec("stoker")});
+  auto control = MakeViewMount(*raw, {*ParseViewSpec("stoker")}, reader);
   EXPECT_EQ(control.status().code(), EINVAL);
-  auto none = MakeViewMount(*raw, {});
+  auto none = MakeViewMount(*raw, {}, reader);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->origin, *raw);
 }
