@@ -93,7 +93,6 @@ class RawReader {
   // Reads [off, off+len) of an opened file, clipped to its size. Fills out.
   // Detects sequential access per OpenFileState and prefetches ahead.
   virtual Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) = 0;
-
 };
 
 }  // namespace stoker

@@ -236,9 +236,8 @@ Result<ViewMount> MakeViewMount(std::shared_ptr<Origin> raw, const std::vector<V
         d = std::make_shared<FallbackJpegDecoder>(m.gpu, cpu, m.fallbacks);
     }
     LOG_INFO("view {}: decoder {}", v.name, d->name());
-    m.views.push_back(
-        std::make_shared<ViewOrigin>(v, ViewDirName(v.name), raw, reader, m.pool, m.stats,
-                                     std::move(d)));
+    m.views.push_back(std::make_shared<ViewOrigin>(v, ViewDirName(v.name), raw, reader, m.pool,
+                                                   m.stats, std::move(d)));
   }
   auto ns = std::make_shared<ViewNamespace>(std::move(raw), m.views);
   m.origin = ns;

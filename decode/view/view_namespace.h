@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "cache/derived_source.h"
-#include "cache/raw_reader.h"
 #include "cache/origin/origin.h"
+#include "cache/raw_reader.h"
 #include "decode/gpu/gpu_jpeg_decoder.h"
 #include "decode/jpeg/decode_pool.h"
 #include "decode/jpeg/fallback_jpeg_decoder.h"

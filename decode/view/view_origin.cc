@@ -57,9 +57,8 @@ struct ViewOrigin::Resolved {
 };
 
 ViewOrigin::ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin> raw,
-                       RawReader& reader,
-                       std::shared_ptr<DecodePool> pool, std::shared_ptr<ViewStats> stats,
-                       std::shared_ptr<JpegDecoder> decoder)
+                       RawReader& reader, std::shared_ptr<DecodePool> pool,
+                       std::shared_ptr<ViewStats> stats, std::shared_ptr<JpegDecoder> decoder)
     : spec_(std::move(spec)),
       prefix_(std::move(prefix)),
       raw_(std::move(raw)),

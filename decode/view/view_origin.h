@@ -67,8 +67,8 @@
 #include <unordered_map>
 
 #include "cache/derived_source.h"
-#include "cache/raw_reader.h"
 #include "cache/origin/origin.h"
+#include "cache/raw_reader.h"
 #include "decode/jpeg/decode_pool.h"
 #include "decode/tfrecord/tfrecord_compressed.h"
 #include "decode/view/view_layout.h"

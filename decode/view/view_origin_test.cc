@@ -723,8 +723,7 @@ void ViewOriginTest::FailingRecordReadsEio(const std::vector<std::string>& paylo
 class UnusedReader final : public RawReader {
  public:
   Result<Opened> OpenForDerived(const std::string&) override { return Refuse(); }
-  Result<std::optional<std::string>> GetDerived(const OpenFileState&,
-                                                const std::string&) override {
+  Result<std::optional<std::string>> GetDerived(const OpenFileState&, const std::string&) override {
     return Refuse();
   }
   Status PutDerived(const OpenFileState&, const std::string&, const std::string&) override {
@@ -748,8 +747,7 @@ TEST(ViewMountTest, RefusesCollisionsAndDuplicates) {
   auto collide = MakeViewMount(*raw, {*ParseViewSpec("decoded")}, reader);
   EXPECT_EQ(collide.status().code(), EEXIST);
   EXPECT_NE(collide.status().message().find("'.decoded'"), std::string::npos);
-  auto twice =
-      MakeViewMount(*raw, {*ParseViewSpec("a"), *ParseViewSpec("a:dct=accurate")}, reader);
+  auto twice = MakeViewMount(*raw, {*ParseViewSpec("a"), *ParseViewSpec("a:dct=accurate")}, reader);
   EXPECT_EQ(twice.status().code(), EINVAL);
   auto control = MakeViewMount(*raw, {*ParseViewSpec("stoker")}, reader);
   EXPECT_EQ(control.status().code(), EINVAL);
