@@ -74,7 +74,7 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (v->superseded) return refuse(LeaseRefusal::kStale);
   if (v->chunks == 0) return refuse(LeaseRefusal::kEmpty);
   if (writer_.UsesSlab(*v)) return refuse(LeaseRefusal::kSlab);
-  AwaitVerifyAhead(v->key);  // rather than check the same chunks twice
+  prefetcher_.AwaitVerifyAhead(v->key);  // rather than check the same chunks twice
   auto lease = std::make_unique<PinnedVersion>(this, v->key, v->chunks, v->identity.size);
   lease->skipped_.assign(v->chunks, 0);
   // A verified chunk is in its place (a latch clears the bit first), so
@@ -130,63 +130,6 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   }
   lease->file_ = std::move(file).value();
   return std::unique_ptr<WholeFileLease>(std::move(lease));
-}
-
-void ObjectCacheImpl::AwaitVerifyAhead(const VersionKey& key) {
-  MutexLock l(ahead_mu_);
-  ahead_cv_.Wait(ahead_mu_, [&]() REQUIRES(ahead_mu_) { return !verifying_ahead_.contains(key); });
-}
-
-bool ObjectCacheImpl::VerifyAhead(const std::string& path) {
-  auto opened = OpenAs(path, false, Opener::kBackground);
-  if (!opened.ok()) return false;
-  const std::shared_ptr<ObjectVersion> v = opened->file->version;
-  // What LeaseWhole would check at the open; anything else is left to it.
-  if (v->uncached || v->superseded || v->chunks == 0 || writer_.UsesSlab(*v) ||
-      v->identity.size > options_.verify_at_open_bytes) {
-    return false;
-  }
-  {
-    MutexLock l(ahead_mu_);
-    if (verifying_ahead_.contains(v->key)) return true;
-    if (verifying_ahead_.size() >= kMaxVerifyAhead) return false;
-    verifying_ahead_.insert(v->key);
-  }
-  std::vector<ChunkKey> pins;
-  std::vector<ChunkToCheck> to_check;
-  bool whole = true;
-  for (uint64_t i = 0; i < v->chunks && whole; ++i) {
-    const ChunkKey key{v->key.object_id, v->key.version, i};
-    bool verified = false;
-    SlotRef slot;
-    if (!resident_->TryPin(key, &verified, &slot)) {
-      whole = false;  // not cached, or being evicted: the open reads through the daemon
-      break;
-    }
-    pins.push_back(key);
-    if (verified) continue;
-    auto rec = index_->GetChunk(key);
-    whole = rec.ok() && *rec && !(*rec)->slot.valid() &&
-            (*rec)->len == ChunkLength(v->identity.size, chunk_size_, i);
-    if (whole) to_check.push_back({i, (*rec)->xxh3, {}});
-  }
-  Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
-  if (whole && !to_check.empty() && file.ok()) {
-    std::vector<char> good = reader_.CheckInBatches(*v, **file, to_check);
-    for (size_t i = 0; i < good.size(); ++i) {
-      if (good[i]) continue;
-      const ChunkKey bad{v->key.object_id, v->key.version, to_check[i].idx};
-      pins.erase(std::find(pins.begin(), pins.end(), bad));  // Check unpinned it
-    }
-    counters_.chunks_verified_ahead += to_check.size();
-  }
-  for (const ChunkKey& k : pins) resident_->Unpin(k);
-  {
-    MutexLock l(ahead_mu_);
-    verifying_ahead_.erase(v->key);
-  }
-  ahead_cv_.notify_all();
-  return whole;
 }
 
 std::unique_ptr<WholeFileLease> ObjectCacheImpl::HoldVersion(uint64_t object_id, uint64_t version,

@@ -74,7 +74,7 @@ std::shared_lock<std::shared_mutex> ObjectCacheImpl::HoldServe(OpenFileState& fi
 
 Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool force) {
   Result<Opened> opened = OpenAs(path, force, Opener::kFs);
-  if (opened.ok()) MaybePrefetchDir(path);
+  if (opened.ok()) prefetcher_.AfterOpen(path);
   return opened;
 }
 

@@ -108,7 +108,7 @@ Status ObjectCacheImpl::ReadVersion(OpenFileState& f, uint64_t off, size_t len, 
   counters_.bytes_read += span.len;
   counters_.read_requests++;
   counters_.cache_hit_bytes += hit_bytes;
-  MaybePrefetch(f, span.off, span.off + span.len, span.first + span.count - 1);
+  prefetcher_.AfterRead(f, span.off, span.off + span.len, span.first + span.count - 1);
   return Status::OK();
 }
 

@@ -30,7 +30,8 @@ void ObjectCacheImpl::WarmFile(const std::string& path, uint64_t size,
     FetchTally tally;
     Fill fill;
     fill.urgency = Urgency::kWarm;
-    Status s = FillRange(file->version, *file->origin, first, first + step, &tally, nullptr, fill);
+    Status s = prefetcher_.FillRange(file->version, *file->origin, first, first + step, &tally,
+                                     nullptr, fill);
     counters_.warm_bytes += tally.bytes;
     if (!s.ok()) {
       LOG_WARN("warm '{}': {}", path, s.message());

@@ -12,7 +12,6 @@
 
 #include "cache/chunk_parts_test_util.h"
 #include "cache/object_cache_test_origin.h"
-#include "cache/origin/local/local_origin.h"
 #include "util/eventually.h"
 
 namespace stoker {
@@ -25,14 +24,6 @@ using testing::ScratchDir;
 using testing::WriteFile;
 
 constexpr uint64_t kChunk = ChunkParts::kChunk;
-
-std::shared_ptr<ControlledOrigin> LocalUnder(const std::string& dir) {
-  auto io = MakeIoBackend(IoBackendKind::kSyscall);
-  STOKER_CHECK(io.ok(), "io backend");
-  auto local = LocalOrigin::Create(dir, std::shared_ptr<IoBackend>(std::move(*io)));
-  STOKER_CHECK(local.ok(), "local origin");
-  return std::make_shared<ControlledOrigin>(std::move(*local));
-}
 
 using testing::Eventually;
 
@@ -55,7 +46,8 @@ class ChunkFetchTest : public ::testing::Test {
   static std::string Str(const ChunkBytes& b) { return std::string(b.data.get(), b.len); }
 
   ScratchDir dir_{"chunk-fetch"};
-  std::shared_ptr<ControlledOrigin> origin_ = LocalUnder(dir_.path());
+  std::shared_ptr<ControlledOrigin> origin_ =
+      std::make_shared<ControlledOrigin>(testing::LocalOriginAt(dir_.path()));
   std::string data_;
   ChunkParts parts_;
   OriginReader origin_reader_{

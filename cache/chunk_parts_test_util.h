@@ -22,10 +22,20 @@
 #include "cache/index_size.h"
 #include "cache/io/io_backend.h"
 #include "cache/object_version.h"
+#include "cache/origin/local/local_origin.h"
 #include "cache/resident_chunks.h"
 #include "util/test_files.h"
 
 namespace stoker::testing {
+
+// A local origin over dir, read with syscalls.
+inline std::shared_ptr<Origin> LocalOriginAt(const std::string& dir) {
+  auto io = MakeIoBackend(IoBackendKind::kSyscall);
+  STOKER_CHECK(io.ok(), "io backend");
+  auto local = LocalOrigin::Create(dir, std::shared_ptr<IoBackend>(std::move(*io)));
+  STOKER_CHECK(local.ok(), "local origin");
+  return std::move(*local);
+}
 
 struct ChunkPartsConfig {
   uint64_t capacity = 64 * (64 << 10);

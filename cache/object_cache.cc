@@ -171,17 +171,22 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
               }),
       fetch_(ChunkFetch::Parts{chunk_size_, &origin_reader_, &writer_, &reader_, derived_.get(),
                                &counters_},
-             options_.deferred_store_bytes, ReadaheadLimit()),
-      dir_scan_(DirScan::Options{static_cast<size_t>(options_.dir_prefetch_files)},
-                [this](const std::string& dir) -> Result<std::vector<std::string>> {
-                  std::vector<std::string> files;
-                  const size_t most = DirScan::Options{}.max_entries + 1;
-                  STOKER_RETURN_IF_ERROR(origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
-                    if (S_ISREG(e.st.st_mode)) files.push_back(e.name);
-                    return files.size() < most;
-                  }));
-                  return files;
-                }) {
+             options_.deferred_store_bytes, Prefetcher::ReadaheadLimit(options_)),
+      prefetcher_(
+          options_,
+          Prefetcher::Parts{
+              chunk_size_, index_.get(), store_.get(), &quota_, resident_.get(), &writer_, &reader_,
+              &fetch_, derived_.get(), &counters_,
+              [this](const std::string& path) { return OpenAs(path, false, Opener::kBackground); },
+              [this](const std::string& dir) -> Result<std::vector<std::string>> {
+                std::vector<std::string> files;
+                const size_t most = DirScan::Options{}.max_entries + 1;
+                STOKER_RETURN_IF_ERROR(origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
+                  if (S_ISREG(e.st.st_mode)) files.push_back(e.name);
+                  return files.size() < most;
+                }));
+                return files;
+              }}) {
   quota_.SetCommitted(index_->meta().usage_bytes);
   index_size_.Measure();
   writer_.MeasureDisk();
@@ -197,6 +202,7 @@ Status ObjectCacheImpl::Start() {
   pool_ = std::make_unique<WorkerPool>(options_.fetch_threads, 64);
   evictor_.Start();
   warmer_.Start(pool_.get());
+  prefetcher_.Start(pool_.get());
   IndexMeta m = index_->meta();
   LOG_INFO("cache '{}': {} objects, {} chunks, {} bytes of {} ({} I/O)", options_.dir, m.objects,
            m.chunks, m.usage_bytes, options_.capacity_bytes, io_->Name());

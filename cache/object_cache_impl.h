@@ -6,13 +6,12 @@
 // chunk) and the ChunkReader (reading back, checking once); the
 // OriginReader (reading origin files, checking their version); a HitLog; the
 // Evictor and the Warmer (threads); the ChunkFetch (misses: collapsed,
-// read in runs, stored or held unstored) and Readaheads (bytes in memory);
-// a DirScan and a WorkerPool. Private to cache/.
+// read in runs, stored or held unstored); the Prefetcher (reading ahead of
+// readers, into each open's Readahead); a WorkerPool. Private to cache/.
 //
 // Files: object_cache.cc (the cache directory, start, stats), cache_open.cc
-// (opens, versions, revalidation), cache_read.cc (reads), cache_fetch.cc
-// (prefetch), cache_lease.cc (passthrough
-// leases), cache_warm.cc (fetching a file the Warmer found).
+// (opens, versions, revalidation), cache_read.cc (reads), cache_lease.cc
+// (passthrough leases), cache_warm.cc (fetching a file the Warmer found).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
 // its ReadReply goes (after the reply); the pool fetches for prefetch and
@@ -20,7 +19,7 @@
 // versions and re-measures the index; the Warmer's thread walks directories.
 //
 // Lock order (outer first): derived stripe -> open stripe -> the parts'
-// locks; ahead_mu_ and the parts' locks are leaves.
+// locks; the parts' locks are leaves.
 #pragma once
 
 #include <sys/stat.h>
@@ -42,7 +41,6 @@
 #include "cache/chunk_reader.h"
 #include "cache/chunk_store.h"
 #include "cache/chunk_writer.h"
-#include "cache/dir_scan.h"
 #include "cache/eviction.h"
 #include "cache/evictor.h"
 #include "cache/hit_log.h"
@@ -50,10 +48,11 @@
 #include "cache/io/io_backend.h"
 #include "cache/object_cache.h"
 #include "cache/object_version.h"
+#include "cache/open_file_state.h"
 #include "cache/origin_reader.h"
+#include "cache/prefetcher.h"
 #include "cache/readahead.h"
 #include "cache/resident_chunks.h"
-#include "cache/sequential_reads.h"
 #include "cache/version_table.h"
 #include "cache/warm_job.h"
 #include "cache/warmer.h"
@@ -73,34 +72,6 @@ struct PinKeepalive : ReadReply::Keepalive {
   ~PinKeepalive() override {
     for (const auto& k : pins) resident->Unpin(k);
   }
-};
-
-// How FillRange treats the chunks of its range.
-struct Fill {
-  bool fetch_missing = true;  // fetch absent chunks from the origin
-  // Verify cached chunks not yet verified, and have the kernel read the
-  // verified ones into the page cache, so that the reader finds them there.
-  bool load_cached = false;
-  Urgency urgency = Urgency::kPrefetch;  // whom the range is fetched for
-};
-
-class OpenFileState {
- public:
-  // window: the prefetch window (CacheOptions::prefetch_bytes).
-  OpenFileState(std::shared_ptr<ObjectVersion> v, std::shared_ptr<OriginHandle> o,
-                std::shared_ptr<Readahead> r, bool d, uint64_t window, uint64_t chunk_size)
-      : version(std::move(v)),
-        origin(std::move(o)),
-        readahead(std::move(r)),
-        derived(d),
-        reads(std::max<uint64_t>(1, window), chunk_size, version->chunks) {}
-  const std::shared_ptr<ObjectVersion> version;
-  const std::shared_ptr<OriginHandle> origin;
-  const std::shared_ptr<Readahead> readahead;
-  const bool derived;  // a decoded view's file (DerivedSource::IsDerived)
-
-  Mutex mu;
-  SequentialReads reads GUARDED_BY(mu);  // what to prefetch
 };
 
 class ObjectCacheImpl final : public ObjectCache {
@@ -220,33 +191,6 @@ class ObjectCacheImpl final : public ObjectCache {
   // served from the cache.
   uint64_t Assemble(const ObjectVersion& v, ReadPlan& plan, ReadReply* out);
 
-  // cache_fetch.cc: prefetch.
-  void MaybePrefetch(OpenFileState& f, uint64_t off, uint64_t end, uint64_t last_chunk);
-  void PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
-                     const std::shared_ptr<OriginHandle>& origin,
-                     const std::shared_ptr<Readahead>& readahead, uint64_t first, uint64_t end);
-  // Fetches whatever is missing of chunks [first, end) and stores it before
-  // returning, once every reader waiting on those chunks has their bytes.
-  Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin, uint64_t first,
-                   uint64_t end, FetchTally* tally, Readahead* readahead, Fill fill);
-  // The cached chunks among idx (ascending), verified or read ahead. With a
-  // readahead, they are read (and verified, if this process has not) and
-  // held there for the reader, claimed while they are read.
-  void LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx, Readahead* readahead);
-  // Directory scans (see dir_scan.h): queues the files to fetch ahead of an
-  // open of path, and fetches one of them.
-  void MaybePrefetchDir(const std::string& path);
-  void PrefetchFile(const std::string& path);
-  // The file a scanning reader opens next, if the cache holds it whole and
-  // it would be verified at its open (LeaseWhole): verified now, through the
-  // page cache, so that the open finds it checked and its pages there.
-  // False if the cache does not hold it whole (nothing was checked).
-  bool VerifyAhead(const std::string& path);
-  // Waits while VerifyAhead checks version key.
-  void AwaitVerifyAhead(const VersionKey& key);
-  // Most chunks a Readahead holds.
-  size_t ReadaheadLimit() const;
-
   // cache_lease.cc
   class PinnedVersion;
 
@@ -279,7 +223,7 @@ class ObjectCacheImpl final : public ObjectCache {
   // Memory all Readaheads may hold together.
   const std::shared_ptr<std::atomic<int64_t>> readahead_budget_ =
       std::make_shared<std::atomic<int64_t>>(256ll << 20);
-  DirScan dir_scan_;
+  Prefetcher prefetcher_;
 
   // Open: one stripe per path hash, so opens of different files revalidate
   // in parallel and two opens of one file do not race. An open stuck in a
@@ -291,12 +235,6 @@ class ObjectCacheImpl final : public ObjectCache {
   // stripe while opening their source: derived -> plain, never back.
   std::array<TimedMutex, 64> derived_stripes_;
   VersionTable versions_{chunk_size_, options_.max_object_entries};
-
-  // Versions VerifyAhead checks now (at most kMaxVerifyAhead).
-  static constexpr size_t kMaxVerifyAhead = 2;
-  Mutex ahead_mu_;
-  CondVar ahead_cv_;
-  std::unordered_set<VersionKey, VersionKeyHash> verifying_ahead_ GUARDED_BY(ahead_mu_);
 
   // Declared last: destroyed (stopped) first.
   std::unique_ptr<WorkerPool> pool_;
