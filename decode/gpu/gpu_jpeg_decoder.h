@@ -15,8 +15,9 @@
 // What it decodes: 8-bit baseline and extended-sequential Huffman JPEGs,
 // YCbCr or grayscale, sampled 4:4:4, 4:2:2, 4:2:0 or 4:4:0, ending in an EOI
 // marker. Anything else (progressive, arithmetic, CMYK/YCCK, RGB without
-// colour transform, 4:1:1, a truncated file) fails ENOTSUP or EBADMSG
-// without reaching the device; FallbackJpegDecoder sends those to the CPU.
+// colour transform, 4:1:1, a truncated file, a ratio other than 1: nvJPEG
+// has no DCT scaling) fails ENOTSUP or EBADMSG without reaching the device;
+// FallbackJpegDecoder sends those to the CPU.
 // Its pixels differ slightly from libjpeg-turbo's (its own IDCT, upsampling
 // and colour conversion): dct and fancy_upsampling in DecodeParams are not
 // honoured, and its name() (nvJPEG version and engine) is part of a view's

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include "decode/jpeg/cpu_jpeg_decoder.h"
 #include "decode/jpeg/decode_pool.h"
@@ -129,6 +130,27 @@ TEST_F(GpuDevice, WhatItDoesNotTakeIsENOTSUP) {
   for (const auto& [name, jpeg] : cases) {
     auto got = Decode(*gpu_, jpeg, 0);
     EXPECT_EQ(ENOTSUP, got.status().code()) << name << ": " << got.status().ToString();
+  }
+}
+
+// nvJPEG has no DCT scaling: a scaled decode is refused before the device
+// (a view with a ratio decodes on the CPU), one that max_side leaves whole is not.
+TEST_F(GpuDevice, ScaledDecodeIsENOTSUP) {
+  const int w = 64, h = 48;
+  const std::string jpeg = EncodeTj(MakeImage(w, h, 3, 2), w, h, TJPF_RGB, TJSAMP_420, 90);
+  const auto* data = reinterpret_cast<const uint8_t*>(jpeg.data());
+  for (auto [ratio, max_side, want] : {std::tuple{2, 0u, ENOTSUP}, std::tuple{8, 0u, ENOTSUP},
+                                       std::tuple{1, 24u, ENOTSUP}, std::tuple{1, 49u, 0}}) {
+    DecodeParams p;
+    p.ratio = ratio;
+    p.max_side = max_side;
+    auto info = ProbeJpeg(data, jpeg.size());
+    ASSERT_TRUE(info.ok());
+    auto n = OutputSize(*info, p);
+    ASSERT_TRUE(n.ok());
+    std::vector<uint8_t> out(*n);
+    Status st = gpu_->Decode(data, jpeg.size(), p, out.data(), out.size());
+    EXPECT_EQ(want, st.code()) << ratio << " " << max_side << ": " << st.ToString();
   }
 }
 

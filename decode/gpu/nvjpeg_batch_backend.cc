@@ -59,6 +59,9 @@ Status Screen(const JpegJob& j) {
   const JpegInfo& i = j.info;
   auto no = [](const std::string& why) { return Status::Error(ENOTSUP, "nvJPEG backend: " + why); };
   if (i.precision != 8) return no("precision other than 8 bits");
+  if (const int r = ScaleRatio(i.width, i.height, j.params); r != 1) {
+    return no("no DCT scaling (ratio " + std::to_string(r) + ")");
+  }
   if (i.process != JpegProcess::kBaseline && i.process != JpegProcess::kExtendedSequential) {
     return no(std::string(ToString(i.process)) + " JPEG");
   }

@@ -146,7 +146,7 @@ __attribute__((noinline)) bool DecodeLow(DecodeState* st, const DecodeParams& pa
   }
   cinfo->do_fancy_upsampling = params.fancy_upsampling ? TRUE : FALSE;
   cinfo->scale_num = 1;
-  cinfo->scale_denom = 1;
+  cinfo->scale_denom = ScaleRatio(cinfo->image_width, cinfo->image_height, params);
   cinfo->dct_method = params.dct == DctMethod::kAccurate ? JDCT_ISLOW : JDCT_IFAST;
   jpeg_calc_output_dimensions(cinfo);
   st->got_len = size_t{cinfo->output_width} * cinfo->output_height * components;
@@ -263,6 +263,7 @@ class CpuJpegDecoder final : public JpegDecoder {
     if (params.channels != 0 && params.channels != 1 && params.channels != 3) {
       return Status::Invalid("channels must be 0, 1 or 3, not " + std::to_string(params.channels));
     }
+    STOKER_RETURN_IF_ERROR(CheckScaleParams(params));
     if (jpeg == nullptr || len == 0) return Status::Corruption("jpeg: empty input");
     if (out_len > 0 && out == nullptr) return Status::Invalid("no output buffer");
     auto st = NewState(jpeg, len);

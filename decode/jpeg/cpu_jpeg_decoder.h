@@ -1,12 +1,13 @@
 // The CPU JpegDecoder: libjpeg-turbo through its libjpeg API, set up exactly
 // as TensorFlow's tensorflow/core/lib/jpeg/jpeg_mem.cc does for
-// tf.io.decode_jpeg (ratio 1, no crop, try_recover_truncated=False,
+// tf.io.decode_jpeg (no crop, try_recover_truncated=False,
 // acceptable_fraction=1), so its pixels equal TensorFlow's bit for bit when
 // both use the same libjpeg-turbo: same out_color_space choice (CMYK/YCCK
 // decoded as CMYK and converted to RGB with TensorFlow's formula), same
-// dct_method and do_fancy_upsampling, other decompression parameters at
-// libjpeg's defaults, and a memory source that fails on premature end of
-// data instead of padding.
+// dct_method and do_fancy_upsampling, scale_num = 1 and scale_denom = the
+// ratio (ScaleRatio: libjpeg scales in the DCT domain, and sizes the output
+// as ScaledSide), other decompression parameters at libjpeg's defaults, and
+// a memory source that fails on premature end of data instead of padding.
 //
 // Errors go through a setjmp/longjmp error manager (libjpeg never calls
 // exit()); messages carry libjpeg's text. Each Decode call has its own

@@ -40,11 +40,34 @@ struct DecodeParams {
   DctMethod dct = DctMethod::kFast;
   // Default: true, as tf.io.decode_jpeg (fancy_upscaling=True).
   bool fancy_upsampling = true;
+  // Decode at 1/ratio of the size in each dimension (1, 2, 4 or 8), by
+  // libjpeg's DCT-domain scaling, as tf.io.decode_jpeg's ratio. Default: 1.
+  int ratio = 1;
+  // When not 0, ratio is chosen per image instead: the largest of 1, 2, 4, 8
+  // that keeps its shorter decoded side at least max_side (1 for an image
+  // already shorter). REQUIRES: ratio == 1 then. Default: 0 (off).
+  uint32_t max_side = 0;
   bool operator==(const DecodeParams&) const = default;
 };
 
+// EINVAL unless ratio is 1, 2, 4 or 8, and 1 where max_side is set.
+Status CheckScaleParams(const DecodeParams& params);
+
+// The ratio an image of width x height decodes at under params: params.ratio,
+// or what max_side picks for it. The layout (through OutputShape) and the CPU
+// decoder both ask this, so sizes and pixels agree.
+int ScaleRatio(uint32_t width, uint32_t height, const DecodeParams& params);
+
+// A side of `size` samples decoded at 1/ratio: ceil(size / ratio), what
+// libjpeg's jpeg_calc_output_dimensions gives for scale_num = 1,
+// scale_denom = ratio (and what tf.io.decode_jpeg returns).
+inline uint32_t ScaledSide(uint32_t size, int ratio) {
+  return static_cast<uint32_t>((uint64_t{size} + ratio - 1) / ratio);
+}
+
 // The decoded shape of a probed JPEG under params (TensorFlow's channels
-// rule, see OutputChannels).
+// rule, see OutputChannels; the size scaled by ScaleRatio). EINVAL where
+// CheckScaleParams fails.
 Result<ImageShape> OutputShape(const JpegInfo& info, const DecodeParams& params);
 inline Result<uint64_t> OutputSize(const JpegInfo& info, const DecodeParams& params) {
   STOKER_ASSIGN_OR_RETURN(ImageShape shape, OutputShape(info, params));

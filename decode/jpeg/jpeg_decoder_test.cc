@@ -21,7 +21,7 @@
 namespace stoker {
 namespace {
 
-using testing::DecodeTj;
+using testing::DecodeTjScaled;
 using testing::EncodeLibjpeg;
 using testing::EncodeTj;
 using testing::JpegColor;
@@ -245,6 +245,26 @@ TEST_P(JpegDecoderConformance, ConcurrentDecodesAgree) {
   for (int m : mismatches) EXPECT_EQ(0, m);
 }
 
+// A scaled decode (ratio) is the CPU's, from every decoder: the GPU has no
+// DCT scaling and refuses it (ENOTSUP), for a fallback to do it on the CPU.
+TEST_P(JpegDecoderConformance, ScaledDecodesAreTheCpus) {
+  auto cpu = NewCpuJpegDecoder();
+  for (const Sample& s : Samples()) {
+    for (int ratio : {2, 4, 8}) {
+      DecodeParams p;
+      p.ratio = ratio;
+      auto want = DecodeWith(*cpu, s.jpeg, p);
+      ASSERT_TRUE(want.ok()) << s.name << ": " << want.status().ToString();
+      auto got = DecodeWith(*decoder_, s.jpeg, p);
+      if (!got.ok()) {
+        EXPECT_EQ(ENOTSUP, got.status().code()) << s.name << ": " << got.status().ToString();
+        continue;
+      }
+      EXPECT_TRUE(*want == *got) << s.name << " ratio " << ratio;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Backends, JpegDecoderConformance,
     ::testing::Values(DecoderBackend{"cpu", [] { return NewCpuJpegDecoder(); }},
@@ -255,25 +275,30 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- The CPU decoder is libjpeg-turbo as TensorFlow runs it ----------------
 
+// At every ratio too: TurboJPEG's scaled decode is an independent way to the
+// same libjpeg-turbo scaling (scaled_decode_test.cc checks the sizes).
 TEST(CpuJpegDecoderTest, BitExactWithTurboJpeg) {
   auto d = NewCpuJpegDecoder();
   for (const Sample& s : Samples()) {
-    for (DctMethod dct : {DctMethod::kAccurate, DctMethod::kFast}) {
-      for (bool fancy : {true, false}) {
-        for (int ch : {0, 1, 3}) {
-          DecodeParams p;
-          p.dct = dct;
-          p.fancy_upsampling = fancy;
-          p.channels = ch;
-          int flags = dct == DctMethod::kAccurate ? TJFLAG_ACCURATEDCT : TJFLAG_FASTDCT;
-          if (!fancy) flags |= TJFLAG_FASTUPSAMPLE;
-          const int out_ch = ch == 0 ? s.channels : ch;
-          auto want = DecodeTj(s.jpeg, out_ch == 1 ? TJPF_GRAY : TJPF_RGB, flags);
-          ASSERT_FALSE(want.empty()) << s.name;
-          auto got = DecodeWith(*d, s.jpeg, p);
-          ASSERT_TRUE(got.ok()) << got.status().ToString();
-          EXPECT_TRUE(want == *got)
-              << s.name << " dct " << int(dct) << " fancy " << fancy << " channels " << ch;
+    for (int ratio : {1, 2, 4, 8}) {
+      for (DctMethod dct : {DctMethod::kAccurate, DctMethod::kFast}) {
+        for (bool fancy : {true, false}) {
+          for (int ch : {0, 1, 3}) {
+            DecodeParams p;
+            p.dct = dct;
+            p.fancy_upsampling = fancy;
+            p.channels = ch;
+            p.ratio = ratio;
+            int flags = dct == DctMethod::kAccurate ? TJFLAG_ACCURATEDCT : TJFLAG_FASTDCT;
+            if (!fancy) flags |= TJFLAG_FASTUPSAMPLE;
+            const int out_ch = ch == 0 ? s.channels : ch;
+            auto want = DecodeTjScaled(s.jpeg, out_ch == 1 ? TJPF_GRAY : TJPF_RGB, flags, ratio);
+            ASSERT_FALSE(want.empty()) << s.name;
+            auto got = DecodeWith(*d, s.jpeg, p);
+            ASSERT_TRUE(got.ok()) << got.status().ToString();
+            EXPECT_TRUE(want == *got) << s.name << " ratio " << ratio << " dct " << int(dct)
+                                      << " fancy " << fancy << " channels " << ch;
+          }
         }
       }
     }

@@ -2,7 +2,7 @@
 // TurboJPEG (tjCompress2) and with the libjpeg API where TurboJPEG 2.1 has
 // no knob (progressive, restart markers, arithmetic coding, CMYK/YCCK, RGB
 // without colour transform, odd sampling factors), plus a TurboJPEG
-// reference decode. Header-only so that nothing test-only lands in
+// reference decode (whole or scaled). Header-only so that nothing test-only lands in
 // stoker_decode. Failures abort: they are bugs in the test.
 #pragma once
 
@@ -150,15 +150,20 @@ inline std::string EncodeLibjpeg(const std::vector<uint8_t>& pixels, int w, int 
   return out;
 }
 
-// The reference decode. flags: TJFLAG_ACCURATEDCT, TJFLAG_FASTDCT,
-// TJFLAG_FASTUPSAMPLE. Returns empty on failure.
-inline std::vector<uint8_t> DecodeTj(const std::string& jpeg, int tjpf, int flags, int* w = nullptr,
-                                     int* h = nullptr) {
+// The reference decode, at 1/ratio of the size (1, 2, 4 or 8: TurboJPEG
+// picks that scaling factor from the scaled size it is asked for). flags:
+// TJFLAG_ACCURATEDCT, TJFLAG_FASTDCT, TJFLAG_FASTUPSAMPLE. w and h get the
+// decoded size. Returns empty on failure.
+inline std::vector<uint8_t> DecodeTjScaled(const std::string& jpeg, int tjpf, int flags, int ratio,
+                                           int* w = nullptr, int* h = nullptr) {
   tjhandle tj = tjInitDecompress();
   int width = 0, height = 0, subsamp = 0, cs = 0;
   auto* data = reinterpret_cast<const unsigned char*>(jpeg.data());
   std::vector<uint8_t> out;
   if (tjDecompressHeader3(tj, data, jpeg.size(), &width, &height, &subsamp, &cs) == 0) {
+    const tjscalingfactor f{1, ratio};
+    width = TJSCALED(width, f);
+    height = TJSCALED(height, f);
     out.resize(size_t(width) * height * tjPixelSize[tjpf]);
     if (tjDecompress2(tj, data, jpeg.size(), out.data(), width, 0, height, tjpf, flags) != 0) {
       out.clear();
@@ -168,6 +173,11 @@ inline std::vector<uint8_t> DecodeTj(const std::string& jpeg, int tjpf, int flag
   if (w) *w = width;
   if (h) *h = height;
   return out;
+}
+
+inline std::vector<uint8_t> DecodeTj(const std::string& jpeg, int tjpf, int flags, int* w = nullptr,
+                                     int* h = nullptr) {
+  return DecodeTjScaled(jpeg, tjpf, flags, 1, w, h);
 }
 
 }  // namespace stoker::testing

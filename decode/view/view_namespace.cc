@@ -105,7 +105,11 @@ nlohmann::json ViewMount::Stats() const {
   for (const auto& v : views) names.push_back(v->spec().name);
   j["views"] = names;
   nlohmann::json decoders = nlohmann::json::object();
-  for (const auto& v : views) decoders[v->spec().name] = v->decoder().name();
+  for (const auto& v : views) {
+    const char* cpu_only = gpu ? v->spec().options.CpuOnlyReason() : nullptr;
+    decoders[v->spec().name] =
+        v->decoder().name() + (cpu_only ? std::string(" (") + cpu_only + ")" : "");
+  }
   j["view_decoders"] = decoders;
   j["decoder"] = decoder;
   j["decoder_reason"] = decoder_reason;
@@ -140,6 +144,7 @@ nlohmann::json ViewMount::Stats() const {
 namespace {
 
 bool UsesGpu(const ViewSpec& v, DecoderKind mount, bool have_gpu) {
+  if (v.options.CpuOnlyReason() != nullptr) return false;
   switch (v.options.decoder) {
     case ViewDecoder::kCpu:
       return false;

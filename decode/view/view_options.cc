@@ -1,6 +1,7 @@
 #include "decode/view/view_options.h"
 
 #include <charconv>
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <utility>
@@ -65,6 +66,13 @@ Status SetOption(std::string_view key, std::string_view v, ViewOptions* o) {
         o->decode.dct,
         ParseChoice<DctMethod>(key, v,
                                {{"fast", DctMethod::kFast}, {"accurate", DctMethod::kAccurate}}));
+  } else if (key == "ratio") {
+    STOKER_ASSIGN_OR_RETURN(o->decode.ratio,
+                            ParseChoice<int>(key, v, {{"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}}));
+  } else if (key == "max_side") {
+    STOKER_ASSIGN_OR_RETURN(uint64_t side, ParsePositive(key, v));
+    if (side > UINT32_MAX) return NotA(key, v, "a side in pixels");
+    o->decode.max_side = static_cast<uint32_t>(side);
   } else if (key == "fancy_upsampling") {
     STOKER_ASSIGN_OR_RETURN(o->decode.fancy_upsampling, ParseBool(key, v));
   } else if (key == "feature") {
@@ -99,6 +107,12 @@ Status SetOption(std::string_view key, std::string_view v, ViewOptions* o) {
 
 }  // namespace
 
+const char* ViewOptions::CpuOnlyReason() const {
+  if (decode.ratio != 1) return "ratio= needs DCT scaling, which nvJPEG does not have";
+  if (decode.max_side != 0) return "max_side= needs DCT scaling, which nvJPEG does not have";
+  return nullptr;
+}
+
 std::string ViewOptions::Fingerprint(const std::string& decoder_name) const {
   std::string f = kViewFormatVersion;
   f += ";channels=" + std::to_string(decode.channels);
@@ -111,6 +125,9 @@ std::string ViewOptions::Fingerprint(const std::string& decoder_name) const {
   f += ";max_pixels=" + std::to_string(probe.max_pixels);
   f += probe.allow_arithmetic ? ";arith=1" : ";arith=0";
   f += ";decoder=" + decoder_name;
+  // Named only when set, so that caches made before these keep their layouts.
+  if (decode.ratio != 1) f += ";ratio=" + std::to_string(decode.ratio);
+  if (decode.max_side != 0) f += ";max_side=" + std::to_string(decode.max_side);
   // Which files are in the view, not their bytes; named all the same, and
   // only when set, so that caches made before it keep their layouts.
   if (compression) {
@@ -139,6 +156,14 @@ Result<ViewSpec> ParseViewSpec(std::string_view spec) {
       return Status::Invalid("view option '" + std::string(item) + "' is not key=value");
     }
     STOKER_RETURN_IF_ERROR(SetOption(item.substr(0, eq), item.substr(eq + 1), &out.options));
+  }
+  const DecodeParams& d = out.options.decode;
+  if (d.max_side != 0 && d.ratio != 1) {
+    return Status::Invalid("view options ratio=" + std::to_string(d.ratio) +
+                           " and max_side=" + std::to_string(d.max_side) + " exclude each other");
+  }
+  if (out.options.decoder == ViewDecoder::kGpu && out.options.CpuOnlyReason() != nullptr) {
+    return Status::Invalid(std::string("view option decoder=gpu: ") + out.options.CpuOnlyReason());
   }
   return out;
 }

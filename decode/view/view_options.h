@@ -5,6 +5,7 @@
 //   --view small:channels=3,dct=accurate,feature=jpeg,on_error=skip
 //
 // Keys: channels=0|1|3, dct=fast|accurate, fancy_upsampling=true|false,
+// ratio=1|2|4|8, max_side=N (not both, nor with decoder=gpu: DecodeParams),
 // feature=KEY, on_error=fail|skip, max_pixels=N, arithmetic=true|false,
 // decoder=cpu|gpu (default: the mount's --decoder), fallback=cpu|none (a
 // GPU view: images the GPU cannot decode go to the CPU, or fail),
@@ -64,6 +65,11 @@ struct ViewOptions {
   // "v1;channels=0;dct=fast;..." plus decoder_name; changes whenever any
   // input to the view's bytes does.
   std::string Fingerprint(const std::string& decoder_name) const;
+
+  // Why this view decodes on the CPU whatever the mount's --decoder says (a
+  // ratio other than 1, or max_side: nvJPEG has no DCT scaling); nullptr
+  // where the GPU may decode it.
+  const char* CpuOnlyReason() const;
 };
 
 struct ViewSpec {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 namespace stoker {
 namespace {
 
@@ -66,6 +69,61 @@ TEST(ViewOptionsTest, Compression) {
   EXPECT_EQ(plain, a->options.Fingerprint("cpu"));
 }
 
+TEST(ViewOptionsTest, RatioAndMaxSide) {
+  auto plain = ParseViewSpec("v");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(1, plain->options.decode.ratio);
+  EXPECT_EQ(0u, plain->options.decode.max_side);
+  EXPECT_EQ(nullptr, plain->options.CpuOnlyReason());
+  // ratio=1 is the default, and names nothing: layouts made before stay valid.
+  auto one = ParseViewSpec("v:ratio=1");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(plain->options.Fingerprint("cpu"), one->options.Fingerprint("cpu"));
+  std::set<std::string> fingerprints = {plain->options.Fingerprint("cpu")};
+  for (int r : {2, 4, 8}) {
+    auto s = ParseViewSpec("v:ratio=" + std::to_string(r));
+    ASSERT_TRUE(s.ok()) << r;
+    EXPECT_EQ(r, s->options.decode.ratio);
+    EXPECT_NE(nullptr, s->options.CpuOnlyReason());
+    EXPECT_TRUE(fingerprints.insert(s->options.Fingerprint("cpu")).second) << r;
+  }
+  for (const char* side : {"224", "225"}) {
+    auto s = ParseViewSpec(std::string("v:max_side=") + side);
+    ASSERT_TRUE(s.ok()) << side;
+    EXPECT_EQ(uint32_t(std::stoul(side)), s->options.decode.max_side);
+    EXPECT_NE(nullptr, s->options.CpuOnlyReason());
+    EXPECT_TRUE(fingerprints.insert(s->options.Fingerprint("cpu")).second) << side;
+  }
+  EXPECT_TRUE(ParseViewSpec("v:ratio=1,max_side=100").ok());
+}
+
+TEST(ViewOptionsTest, BadRatioNamesKeyAndValue) {
+  for (const char* v : {"3", "0", "16", "-2", "", "2x", "half"}) {
+    auto s = ParseViewSpec(std::string("v:ratio=") + v);
+    ASSERT_FALSE(s.ok()) << v;
+    EXPECT_EQ(EINVAL, s.status().code());
+    EXPECT_EQ("view option ratio: '" + std::string(v) + "' is not 1, 2, 4 or 8",
+              s.status().message());
+  }
+  auto both = ParseViewSpec("v:ratio=2,max_side=100");
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(EINVAL, both.status().code());
+  EXPECT_EQ("view options ratio=2 and max_side=100 exclude each other", both.status().message());
+  for (const char* gpu : {"v:ratio=4,decoder=gpu", "v:decoder=gpu,max_side=64"}) {
+    auto s = ParseViewSpec(gpu);
+    ASSERT_FALSE(s.ok()) << gpu;
+    EXPECT_EQ(EINVAL, s.status().code());
+    EXPECT_EQ(0u, s.status().message().find("view option decoder=gpu: ")) << s.status().message();
+  }
+  EXPECT_TRUE(ParseViewSpec("v:ratio=4,decoder=cpu").ok());
+  for (const char* v : {"0", "-1", "x", "", "4294967296"}) {
+    auto s = ParseViewSpec(std::string("v:max_side=") + v);
+    ASSERT_FALSE(s.ok()) << v;
+    EXPECT_EQ(EINVAL, s.status().code());
+    EXPECT_NE(std::string::npos, s.status().message().find("max_side")) << v;
+  }
+}
+
 TEST(ViewOptionsTest, Errors) {
   for (const char* bad :
        {"", ":channels=3", "a/b", "..", "v:channels=2", "v:dct=slow", "v:on_error=ignore",
@@ -84,7 +142,7 @@ TEST(ViewOptionsTest, FingerprintNamesEveryInput) {
   ViewOptions base;
   const std::string f = base.Fingerprint("dec");
   EXPECT_NE(f, base.Fingerprint("dec2"));
-  std::vector<ViewOptions> changed(7, base);
+  std::vector<ViewOptions> changed(9, base);
   changed[0].decode.channels = 3;
   changed[1].decode.dct = DctMethod::kAccurate;
   changed[2].decode.fancy_upsampling = false;
@@ -92,6 +150,8 @@ TEST(ViewOptionsTest, FingerprintNamesEveryInput) {
   changed[4].on_error = OnError::kSkip;
   changed[5].probe.max_pixels = 1;
   changed[6].probe.allow_arithmetic = false;
+  changed[7].decode.ratio = 2;
+  changed[8].decode.max_side = 100;
   for (size_t i = 0; i < changed.size(); ++i) {
     EXPECT_NE(f, changed[i].Fingerprint("dec")) << i;
   }

@@ -405,6 +405,10 @@ def test_on_error_fail(mounts, bad_origin):
 @pytest.mark.parametrize("spec,message", [
     ("x:channels=2", "channels"),
     ("x:dct=slow", "dct"),
+    ("x:ratio=3", "view option ratio: '3' is not 1, 2, 4 or 8"),
+    ("x:max_side=0", "view option max_side: '0' is not a positive number"),
+    ("x:ratio=2,max_side=64", "ratio=2 and max_side=64 exclude each other"),
+    ("x:ratio=2,decoder=gpu", "decoder=gpu: ratio= needs DCT scaling"),
     ("x:on_error=maybe", "on_error"),
     ("x:colour=3", "unknown view option"),
     ("x:channels", "key=value"),
