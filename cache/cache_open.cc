@@ -79,7 +79,7 @@ Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool 
 }
 
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenForDerived(const std::string& path) {
-  return OpenAs(path, false, Opener::kBackground);
+  return OpenAs(path, false, Opener::kForDerived);
 }
 
 bool ObjectCacheImpl::HeldWhole(const ObjectVersion& v) {
@@ -215,7 +215,7 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenAs(const std::string& path, boo
     }
   }
   bool changed = false;
-  Result<ObjectEntry> revalidated = Revalidate(path, l, &changed);
+  Result<ObjectEntry> revalidated = Revalidate(path, l, who, &changed);
   if (!revalidated.ok()) return FailOpen(revalidated.status());
   return FinishOpen(path, who, std::move(revalidated).value(), changed);
 }
@@ -281,11 +281,26 @@ std::optional<ObjectCacheImpl::ObjectEntry> ObjectCacheImpl::HeldWithoutAsking(
   return l.entry ? *l.entry : ObjectEntry{*l.known, held, false};
 }
 
+Urgency ObjectCacheImpl::UrgencyOf(Opener who) {
+  switch (who) {
+    case Opener::kPrefetch:
+      return Urgency::kPrefetch;
+    case Opener::kWarm:
+      return Urgency::kWarm;
+    case Opener::kFs:
+    case Opener::kForDerived:
+      return Urgency::kReader;
+  }
+  return Urgency::kReader;
+}
+
 Result<ObjectCacheImpl::ObjectEntry> ObjectCacheImpl::Revalidate(const std::string& path,
-                                                                 OpenLookup& l, bool* changed) {
+                                                                 OpenLookup& l, Opener who,
+                                                                 bool* changed) {
   const int64_t now = RealtimeNs();
   counters_.revalidations++;
-  auto st = origin_->Stat(path);
+  auto st =
+      derived_->IsDerived(path) ? derived_->StatFor(path, UrgencyOf(who)) : origin_->Stat(path);
   if (!st.ok()) {
     int code = st.status().code();
     bool unavailable = IsOriginUnavailable(code);

@@ -1,10 +1,11 @@
 // DerivedSource: what the cache asks about files made from other files of
 // the same cache (a decoded view's, decode/view/), beyond what any origin
-// answers. Their attributes, listings and bytes still come through the
-// Origin seam (Stat, ReadDir, Open); this interface says which paths those
-// are and what only their maker knows: which ranges read as errors, and
-// when a waiting reader should move work up. fs/ never asks it: the cache
-// does, and gives fs/ one Status.
+// answers. Their attributes, listings and bytes come through the Origin seam
+// (Stat, ReadDir, Open: for a reader), or through StatFor and ReadDirFor
+// for the cache's own work; this interface says which paths those are and
+// what only their maker knows: which ranges read as errors, and when a
+// waiting reader should move work up. fs/ never asks it: the cache does,
+// and gives fs/ one Status.
 //
 // A mount without views has none (ObjectCache::Open's derived is null:
 // nothing is derived).
@@ -12,7 +13,10 @@
 // Thread-safety: every method may be called from any thread at once.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "cache/origin/origin.h"
@@ -48,6 +52,15 @@ class DerivedSource {
   // through the cache, never leased whole to the kernel.
   virtual bool HasUnreadableRanges(const std::string& path) = 0;
 
+  // Stat and ReadDir of a derived path as the Origin seam answers them, for
+  // work done for who: what the source makes to answer (a decoded view's
+  // layout) is made at who's priority. The cache asks these for its own
+  // work (a prefetch's or a warm's open, a warm's walk); the Origin seam's
+  // Stat and ReadDir are a reader's.
+  virtual Result<struct stat> StatFor(const std::string& path, Urgency who) = 0;
+  virtual Status ReadDirFor(const std::string& path, Urgency who,
+                            const std::function<bool(const OriginDirEntry&)>& fn) = 0;
+
   // A caller (for whom: who) is waiting on data of path that other work is
   // producing now (a reader that joined a prefetch's or a warm's fetch of a
   // chunk): a source that schedules its own work (a decoded view's decode
@@ -63,7 +76,19 @@ class NothingDerived final : public DerivedSource {
   uint64_t DerivedDevice(const std::string&) const override { return 0; }
   Status CheckRead(const std::string&, uint64_t, uint64_t) override { return Status::OK(); }
   bool HasUnreadableRanges(const std::string&) override { return false; }
+  Result<struct stat> StatFor(const std::string& path, Urgency) override {
+    return NotDerived(path);
+  }
+  Status ReadDirFor(const std::string& path, Urgency,
+                    const std::function<bool(const OriginDirEntry&)>&) override {
+    return NotDerived(path);
+  }
   void Expedite(const std::string&, Urgency) override {}
+
+ private:
+  static Status NotDerived(const std::string& path) {
+    return Status::NotFound("'" + path + "' is not a derived file");
+  }
 };
 
 }  // namespace stoker

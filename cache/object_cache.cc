@@ -165,7 +165,7 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
       origin_reader_(OriginReader::Parts{chunk_size_, index_.get(), derived_.get(), &counters_}),
       evictor_(Evictor::Parts{chunk_size_, index_.get(), store_.get(), &quota_, &policy_,
                               resident_.get(), &writer_, &hits_, &index_size_, &counters_}),
-      warmer_(origin_.get(), &counters_, kMaxWarmJobs,
+      warmer_(origin_.get(), derived_.get(), &counters_, kMaxWarmJobs,
               [this](const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job) {
                 WarmFile(path, size, job);
               }),
@@ -177,7 +177,7 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
           Prefetcher::Parts{
               chunk_size_, index_.get(), store_.get(), &quota_, resident_.get(), &writer_, &reader_,
               &fetch_, derived_.get(), &counters_,
-              [this](const std::string& path) { return OpenAs(path, false, Opener::kBackground); },
+              [this](const std::string& path) { return OpenAs(path, false, Opener::kPrefetch); },
               [this](const std::string& dir) -> Result<std::vector<std::string>> {
                 std::vector<std::string> files;
                 const size_t most = DirScan::Options{}.max_entries + 1;

@@ -120,9 +120,13 @@ class ObjectCacheImpl final : public ObjectCache {
 
  private:
   using ObjectEntry = VersionTable::Entry;
-  // Who opens: fs/ (a reader), or the cache itself (warm, prefetch), which
-  // must neither report a change nor claim the kernel holds pages.
-  enum class Opener { kFs, kBackground };
+  // Who opens: fs/ (a reader), or the cache itself (a view opening its raw
+  // file, a prefetch, a warm), which must neither report a change nor claim
+  // the kernel holds pages.
+  enum class Opener { kFs, kForDerived, kPrefetch, kWarm };
+  // Whom an opener works for (what a derived path's Stat makes, it makes at
+  // that priority: DerivedSource::StatFor).
+  static Urgency UrgencyOf(Opener who);
   // Under the path's stripe lock: this process's entry, else the index's
   // record; either given as it is (HeldWithoutAsking) or revalidated with
   // the origin (Revalidate); FinishOpen makes the Opened and keeps the entry.
@@ -144,7 +148,7 @@ class ObjectCacheImpl final : public ObjectCache {
   // Asks the origin: the same version (revalidated), a changed one (a new
   // version; *changed), a new file, or what is held while it is
   // unreachable; ENOENT forgets the path.
-  Result<ObjectEntry> Revalidate(const std::string& path, OpenLookup& l, bool* changed);
+  Result<ObjectEntry> Revalidate(const std::string& path, OpenLookup& l, Opener who, bool* changed);
   Opened FinishOpen(const std::string& path, Opener who, ObjectEntry entry, bool changed);
   Status FailOpen(const Status& s);
   // Whether v, held whole, is to be given without asking the origin

@@ -56,6 +56,11 @@ class ControlledOrigin : public Origin, public DerivedSource {
   bool HasUnreadableRanges(const std::string& path) override {
     return refuse_from_.load() != UINT64_MAX;
   }
+  Result<struct stat> StatFor(const std::string& path, Urgency) override { return Stat(path); }
+  Status ReadDirFor(const std::string& path, Urgency,
+                    const std::function<bool(const OriginDirEntry&)>& fn) override {
+    return ReadDir(path, fn);
+  }
   void Expedite(const std::string& path, Urgency who) override {
     expedited_++;
     last_expedite_ = who;

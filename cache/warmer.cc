@@ -9,8 +9,24 @@
 
 namespace stoker {
 
-Warmer::Warmer(Origin* origin, CacheCounters* counters, size_t max_jobs, WarmFile warm_file)
-    : origin_(origin), counters_(counters), max_jobs_(max_jobs), warm_file_(std::move(warm_file)) {}
+Warmer::Warmer(Origin* origin, DerivedSource* derived, CacheCounters* counters, size_t max_jobs,
+               WarmFile warm_file)
+    : origin_(origin),
+      derived_(derived),
+      counters_(counters),
+      max_jobs_(max_jobs),
+      warm_file_(std::move(warm_file)) {}
+
+Result<struct stat> Warmer::StatForWarm(const std::string& path) {
+  if (derived_->IsDerived(path)) return derived_->StatFor(path, Urgency::kWarm);
+  return origin_->Stat(path);
+}
+
+Status Warmer::ReadDirForWarm(const std::string& dir,
+                              const std::function<bool(const OriginDirEntry&)>& fn) {
+  if (derived_->IsDerived(dir)) return derived_->ReadDirFor(dir, Urgency::kWarm, fn);
+  return origin_->ReadDir(dir, fn);
+}
 
 Warmer::~Warmer() {
   RequestStop();
@@ -83,9 +99,6 @@ nlohmann::json Warmer::JobStatus(uint64_t id) {
 }
 
 void Warmer::Loop() {
-  // The walk is warm work: what it causes (a decoded view's listing lays
-  // out files) queues behind readers and prefetch.
-  WorkerPool::AsPriority warm(WorkerPool::Priority::kLow);
   for (;;) {
     Entry entry;
     {
@@ -113,7 +126,7 @@ void Warmer::Walk(Entry entry) {
     }
   };
   const std::string& root = entry.path;
-  auto st = origin_->Stat(root);
+  auto st = StatForWarm(root);
   if (!st.ok()) {
     LOG_WARN("warm '{}': {}", root, st.status().message());
     if (counted) counters_->warm_files_done++;
@@ -137,7 +150,7 @@ void Warmer::Walk(Entry entry) {
     std::string dir = std::move(dirs.back());
     dirs.pop_back();
     std::vector<std::pair<std::string, uint64_t>> files;
-    Status s = origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
+    Status s = ReadDirForWarm(dir, [&](const OriginDirEntry& e) {
       if (S_ISDIR(e.st.st_mode)) dirs.push_back(JoinPath(dir, e.name));
       if (S_ISREG(e.st.st_mode)) {
         files.emplace_back(JoinPath(dir, e.name), static_cast<uint64_t>(e.st.st_size));

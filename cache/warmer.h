@@ -1,6 +1,8 @@
 // Warmer: `stoker warm PATH...` in the daemon. A job's paths are checked
 // and queued at once (all or none); one walker thread lists directories
-// through the origin and hands each file it finds to the worker pool at low
+// through the origin (a derived one through the DerivedSource, for a warm:
+// what listing it makes, a view's layouts, queues behind readers' and
+// prefetch's work) and hands each file it finds to the worker pool at low
 // priority (queued behind readers and prefetch), where warm_file fetches it.
 // A job's progress is a WarmJob, kept for the last max_jobs jobs.
 //
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "cache/cache_stats.h"
+#include "cache/derived_source.h"
 #include "cache/origin/origin.h"
 #include "cache/warm_job.h"
 #include "cache/worker_pool.h"
@@ -30,8 +33,9 @@ class Warmer {
   // warm_files_done and tells job how it went.
   using WarmFile = std::function<void(const std::string& path, uint64_t size,
                                       const std::shared_ptr<WarmJob>& job)>;
-  // origin, counters outlive the warmer.
-  Warmer(Origin* origin, CacheCounters* counters, size_t max_jobs, WarmFile warm_file);
+  // origin, derived, counters outlive the warmer.
+  Warmer(Origin* origin, DerivedSource* derived, CacheCounters* counters, size_t max_jobs,
+         WarmFile warm_file);
   // RequestStop and Join.
   ~Warmer();
   Warmer(const Warmer&) = delete;
@@ -64,8 +68,13 @@ class Warmer {
   // Walks one root, handing its files to the pool.
   void Walk(Entry entry);
   bool Stopping();
+  // Stat and ReadDir for a warm.
+  Result<struct stat> StatForWarm(const std::string& path);
+  Status ReadDirForWarm(const std::string& dir,
+                        const std::function<bool(const OriginDirEntry&)>& fn);
 
   Origin* const origin_;
+  DerivedSource* const derived_;
   CacheCounters* const counters_;
   const size_t max_jobs_;
   const WarmFile warm_file_;

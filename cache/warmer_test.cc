@@ -37,7 +37,7 @@ class WarmerTest : public ::testing::Test {
   // A warmer whose files are "fetched" by being noted.
   std::unique_ptr<Warmer> Make(size_t max_jobs = 8) {
     auto w = std::make_unique<Warmer>(
-        origin_.get(), &counters_, max_jobs,
+        origin_.get(), &nothing_derived_, &counters_, max_jobs,
         [this](const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job) {
           {
             MutexLock l(mu_);
@@ -62,6 +62,7 @@ class WarmerTest : public ::testing::Test {
   ScratchDir dir_{"warmer"};
   std::shared_ptr<Origin> origin_;
   CacheCounters counters_;
+  NothingDerived nothing_derived_;
   WorkerPool pool_{2, 16};
   Mutex mu_;
   std::map<std::string, int> warmed_ GUARDED_BY(mu_);

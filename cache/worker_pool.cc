@@ -1,17 +1,6 @@
 #include "cache/worker_pool.h"
 
 namespace stoker {
-namespace {
-thread_local std::optional<WorkerPool::Priority> current_priority;
-}  // namespace
-
-std::optional<WorkerPool::Priority> WorkerPool::CurrentPriority() { return current_priority; }
-
-WorkerPool::AsPriority::AsPriority(std::optional<Priority> p) : saved_(current_priority) {
-  current_priority = p;
-}
-
-WorkerPool::AsPriority::~AsPriority() { current_priority = saved_; }
 
 WorkerPool::WorkerPool(int threads, size_t max_low_queued)
     : max_low_(max_low_queued < 1 ? 1 : max_low_queued) {
@@ -54,7 +43,6 @@ size_t WorkerPool::queued() const {
 void WorkerPool::Run() {
   for (;;) {
     std::function<void()> fn;
-    Priority priority = Priority::kHigh;
     {
       MutexLock l(mu_);
       work_cv_.Wait(mu_, [&]() REQUIRES(mu_) { return stop_ || !high_.empty() || !low_.empty(); });
@@ -65,13 +53,10 @@ void WorkerPool::Run() {
       } else {
         fn = std::move(low_.front());
         low_.pop_front();
-        priority = Priority::kLow;
         space_cv_.notify_one();
       }
     }
-    current_priority = priority;
     fn();
-    current_priority.reset();
   }
 }
 

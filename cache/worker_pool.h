@@ -11,7 +11,6 @@
 
 #include <deque>
 #include <functional>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -31,25 +30,6 @@ class WorkerPool {
   bool Submit(Priority priority, std::function<void()> fn);
   void Stop();
   size_t queued() const;
-  // The priority of the task the calling thread is running for some pool;
-  // nullopt on threads that are not running a pool task (a reader's own
-  // thread). Lets work done inside a task (decoding a view for a prefetch
-  // or a warm) queue behind work a reader waits for.
-  static std::optional<Priority> CurrentPriority();
-  // Makes the calling thread's CurrentPriority p until destroyed (then what
-  // it was): for threads that do a pool's kind of work outside the pool (the
-  // warm walk) or on behalf of a pool task (helpers it starts), so that the
-  // work they cause queues where that work belongs. nullopt: a reader's.
-  class AsPriority {
-   public:
-    explicit AsPriority(std::optional<Priority> p);
-    ~AsPriority();
-    AsPriority(const AsPriority&) = delete;
-    AsPriority& operator=(const AsPriority&) = delete;
-
-   private:
-    const std::optional<Priority> saved_;
-  };
 
  private:
   void Run();

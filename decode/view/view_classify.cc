@@ -84,7 +84,8 @@ Result<RawViewKind> ViewOrigin::KindOf(const std::string& raw_path, const struct
 Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string& raw_path,
                                                                const std::string& view_path,
                                                                RawViewKind kind,
-                                                               const RawReader::Opened& raw) {
+                                                               const RawReader::Opened& raw,
+                                                               Urgency who) {
   const OriginIdentity id = IdentityFromStat(raw.st);
   if (auto known = KnownLayout(raw_path, id)) return known;
   std::unique_lock<std::mutex> stripe(
@@ -92,7 +93,7 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
       std::try_to_lock);
   if (!stripe.owns_lock()) {
     // Most likely laid out by another now, maybe a warm's: raise its check.
-    Expedite(view_path, CurrentUrgency());
+    Expedite(view_path, who);
     stripe.lock();
   }
   if (auto known = KnownLayout(raw_path, id)) return known;
@@ -124,7 +125,7 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
     std::optional<RegisteredBatch> batch;
     if (spec_.options.on_error == OnError::kSkip) {
       batch.emplace(this, view_path);
-      check = [this, &batch](const std::vector<std::string_view>& jpegs) {
+      check = [this, &batch, who](const std::vector<std::string_view>& jpegs) {
         std::vector<DecodePool::Job> jobs;
         for (std::string_view j : jpegs) {
           jobs.push_back([j] {
@@ -132,7 +133,7 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
           });
         }
         std::vector<Status> st =
-            pool_->RunAll(batch->get(), DecodePriorityFor(CurrentUrgency()), std::move(jobs));
+            pool_->RunAll(batch->get(), DecodePriorityFor(who), std::move(jobs));
         stats_->counters.images_checked += jpegs.size();
         return st;
       };

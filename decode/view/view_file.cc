@@ -34,12 +34,6 @@ DecodePriority DecodePriorityFor(Urgency who) {
   return DecodePriority::kReader;
 }
 
-Urgency CurrentUrgency() {
-  std::optional<WorkerPool::Priority> p = WorkerPool::CurrentPriority();
-  if (!p) return Urgency::kReader;
-  return *p == WorkerPool::Priority::kHigh ? Urgency::kPrefetch : Urgency::kWarm;
-}
-
 TfRecordCompression CompressionOf(RawViewKind kind) {
   switch (kind) {
     case RawViewKind::kGzipTfRecord:

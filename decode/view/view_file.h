@@ -47,12 +47,6 @@ bool IsWorldError(int code);
 // The decode priority of work done for who.
 DecodePriority DecodePriorityFor(Urgency who);
 
-// Whom the calling thread works for, where no caller says it (a layout made
-// for a Stat or a listing, which the Origin seam does not qualify): a
-// reader's on no pool thread, else a prefetch's or a warm's by the pool
-// task's priority (cache/worker_pool.h).
-Urgency CurrentUrgency();
-
 // The compression a raw TFRecord kind is read with.
 TfRecordCompression CompressionOf(RawViewKind kind);
 

@@ -30,15 +30,24 @@ ViewOrigin* ViewNamespace::Route(const std::string& path, std::string* rest) con
 }
 
 Result<struct stat> ViewNamespace::Stat(const std::string& path) {
+  return StatFor(path, Urgency::kReader);
+}
+
+Result<struct stat> ViewNamespace::StatFor(const std::string& path, Urgency who) {
   std::string rest;
-  if (ViewOrigin* v = Route(path, &rest)) return v->Stat(rest);
+  if (ViewOrigin* v = Route(path, &rest)) return v->StatFor(rest, who);
   return raw_->Stat(path);
 }
 
 Status ViewNamespace::ReadDir(const std::string& path,
                               const std::function<bool(const OriginDirEntry&)>& fn) {
+  return ReadDirFor(path, Urgency::kReader, fn);
+}
+
+Status ViewNamespace::ReadDirFor(const std::string& path, Urgency who,
+                                 const std::function<bool(const OriginDirEntry&)>& fn) {
   std::string rest;
-  if (ViewOrigin* v = Route(path, &rest)) return v->ReadDir(rest, fn);
+  if (ViewOrigin* v = Route(path, &rest)) return v->ReadDirFor(rest, who, fn);
   if (!path.empty()) return raw_->ReadDir(path, fn);
   return raw_->ReadDir(path, [&](const OriginDirEntry& e) {
     std::string ignored;

@@ -47,6 +47,9 @@ class ViewNamespace final : public Origin, public DerivedSource {
   uint64_t DerivedDevice(const std::string& path) const override;
   Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override;
   bool HasUnreadableRanges(const std::string& path) override;
+  Result<struct stat> StatFor(const std::string& path, Urgency who) override;
+  Status ReadDirFor(const std::string& path, Urgency who,
+                    const std::function<bool(const OriginDirEntry&)>& fn) override;
   void Expedite(const std::string& path, Urgency who) override;
   OriginBackoff* backoff() override { return raw_->backoff(); }
 

@@ -143,7 +143,7 @@ void ViewOrigin::Remember(const std::string& raw_path, Known k) {
   known_[raw_path] = std::move(k);
 }
 
-Result<ViewOrigin::Resolved> ViewOrigin::Resolve(const std::string& path) {
+Result<ViewOrigin::Resolved> ViewOrigin::Resolve(const std::string& path, Urgency who) {
   Resolved r;
   Result<struct stat> st = raw_->Stat(path);
   if (!st.ok() && st.status().code() != ENOENT) return st.status();
@@ -177,25 +177,34 @@ Result<ViewOrigin::Resolved> ViewOrigin::Resolve(const std::string& path) {
     return Status::NotFound("'" + prefix_ + "/" + path + "' is not in the view");
   }
   STOKER_ASSIGN_OR_RETURN(RawReader::Opened raw, reader_.OpenForDerived(r.raw_path));
-  STOKER_ASSIGN_OR_RETURN(r.layout, LayoutOf(r.raw_path, path, r.kind, raw));
+  STOKER_ASSIGN_OR_RETURN(r.layout, LayoutOf(r.raw_path, path, r.kind, raw, who));
   r.st = ViewStat(raw.st, r.layout->size);
   r.raw = std::move(raw);
   return r;
 }
 
 Result<struct stat> ViewOrigin::Stat(const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path));
+  return StatFor(path, Urgency::kReader);
+}
+
+Result<struct stat> ViewOrigin::StatFor(const std::string& path, Urgency who) {
+  STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path, who));
   return r.st;
 }
 
 Status ViewOrigin::ReadDir(const std::string& path,
                            const std::function<bool(const OriginDirEntry&)>& fn) {
+  return ReadDirFor(path, Urgency::kReader, fn);
+}
+
+Status ViewOrigin::ReadDirFor(const std::string& path, Urgency who,
+                              const std::function<bool(const OriginDirEntry&)>& fn) {
   std::vector<OriginDirEntry> raw_entries;
   STOKER_RETURN_IF_ERROR(raw_->ReadDir(path, [&](const OriginDirEntry& e) {
     if (S_ISDIR(e.st.st_mode) || S_ISREG(e.st.st_mode)) raw_entries.push_back(e);
     return true;
   }));
-  const std::vector<Result<RawViewKind>> kinds = ClassifyEntries(path, raw_entries);
+  const std::vector<Result<RawViewKind>> kinds = ClassifyEntries(path, raw_entries, who);
   std::set<std::string> names;
   for (size_t i = 0; i < raw_entries.size(); ++i) {
     std::optional<OriginDirEntry> out = ListedEntry(path, raw_entries[i], kinds[i]);
@@ -206,7 +215,7 @@ Status ViewOrigin::ReadDir(const std::string& path,
 }
 
 std::vector<Result<RawViewKind>> ViewOrigin::ClassifyEntries(
-    const std::string& dir, const std::vector<OriginDirEntry>& raw_entries) {
+    const std::string& dir, const std::vector<OriginDirEntry>& raw_entries, Urgency who) {
   // Recognising a file not seen before reads its head at the origin: over a
   // NAS that is a round trip per file, so a big directory does it in parallel.
   // Under skip a JPEG is listed only once laid out: the head does not tell
@@ -217,19 +226,16 @@ std::vector<Result<RawViewKind>> ViewOrigin::ClassifyEntries(
   auto classify = [&] {
     for (size_t i; (i = next.fetch_add(1)) < raw_entries.size();) {
       if (!S_ISREG(raw_entries[i].st.st_mode)) continue;
-      kinds[i] = ClassifyFile(JoinPath(dir, raw_entries[i].name), raw_entries[i].st, lay_out_jpegs);
+      kinds[i] =
+          ClassifyFile(JoinPath(dir, raw_entries[i].name), raw_entries[i].st, lay_out_jpegs, who);
     }
   };
   std::vector<std::thread> helpers;
   const size_t want = std::min<size_t>(kReadDirThreads - 1, raw_entries.size() / 64);
-  // Helpers lay out at the caller's priority (a warm walk's: kWarm).
-  const std::optional<WorkerPool::Priority> priority = WorkerPool::CurrentPriority();
+  // Helpers lay out for whom the caller lists (a warm walk's: kWarm).
   for (size_t t = 0; t < want; ++t) {
     try {
-      helpers.emplace_back([&] {
-        WorkerPool::AsPriority as(priority);
-        classify();
-      });
+      helpers.emplace_back(classify);
     } catch (const std::system_error&) {
       break;  // no thread to be had: this one does it all
     }
@@ -240,7 +246,7 @@ std::vector<Result<RawViewKind>> ViewOrigin::ClassifyEntries(
 }
 
 Result<RawViewKind> ViewOrigin::ClassifyFile(const std::string& raw_path, const struct stat& st,
-                                             bool lay_out_jpeg) {
+                                             bool lay_out_jpeg, Urgency who) {
   Result<RawViewKind> kind = KindOf(raw_path, st);
   if (!lay_out_jpeg || !kind.ok() || *kind != RawViewKind::kJpeg ||
       KnownLayout(raw_path, IdentityFromStat(st)) != nullptr) {
@@ -248,8 +254,8 @@ Result<RawViewKind> ViewOrigin::ClassifyFile(const std::string& raw_path, const 
   }
   const std::string view_path = raw_path + std::string(kNpySuffix);
   Result<RawReader::Opened> raw = reader_.OpenForDerived(raw_path);
-  Status s =
-      raw.ok() ? LayoutOf(raw_path, view_path, RawViewKind::kJpeg, *raw).status() : raw.status();
+  Status s = raw.ok() ? LayoutOf(raw_path, view_path, RawViewKind::kJpeg, *raw, who).status()
+                      : raw.status();
   if (s.ok()) return kind;
   if (s.code() == ENOENT) return s;  // does not decode (skipped), or gone
   // The origin failed us, not the file: listed without its size, as
@@ -327,7 +333,7 @@ std::shared_ptr<const ViewLayout> ViewOrigin::LatestLayout(const std::string& pa
 Status ViewOrigin::CheckRead(const std::string& path, uint64_t off, uint64_t len) {
   std::shared_ptr<const ViewLayout> layout = LatestLayout(path);
   if (!layout) {
-    STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path));
+    STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path, Urgency::kReader));
     layout = r.layout;
     if (!layout) return Status::OK();  // a directory
   }
@@ -350,7 +356,7 @@ Status ViewOrigin::CheckRead(const std::string& path, uint64_t off, uint64_t len
 bool ViewOrigin::HasUnreadableRanges(const std::string& path) {
   std::shared_ptr<const ViewLayout> layout = LatestLayout(path);
   if (!layout) {
-    Result<Resolved> r = Resolve(path);
+    Result<Resolved> r = Resolve(path, Urgency::kReader);
     if (!r.ok()) return true;  // unknown: let reads say
     layout = r->layout;
     if (!layout) return false;  // a directory
@@ -395,7 +401,7 @@ Result<std::string> ViewOrigin::ReadLink(const std::string& path) {
 }
 
 Result<std::unique_ptr<OriginFile>> ViewOrigin::Open(const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path));
+  STOKER_ASSIGN_OR_RETURN(Resolved r, Resolve(path, Urgency::kReader));
   if (r.is_dir) return Status::Error(EISDIR, "'" + prefix_ + "/" + path + "' is a directory");
   ViewFileParts p;
   p.reader = &reader_;

@@ -117,8 +117,11 @@ class ViewOrigin final : public Origin, public DerivedSource {
   Status CheckRead(const std::string& path, uint64_t off, uint64_t len) override;
   bool HasUnreadableRanges(const std::string& path) override;
   // Raises the decode batches producing path now (its reads' and its
-  // layout's, registered by AddBatch) to the priority of the calling thread
-  // (a reader's: kReader; a prefetch's: kReadahead), never down.
+  // layout's, registered by AddBatch) to who's priority (a reader's:
+  // kReader; a prefetch's: kReadahead), never down.
+  Result<struct stat> StatFor(const std::string& path, Urgency who) override;
+  Status ReadDirFor(const std::string& path, Urgency who,
+                    const std::function<bool(const OriginDirEntry&)>& fn) override;
   void Expedite(const std::string& path, Urgency who) override;
 
   // A decode batch that works for path (a view path) until RemoveBatch:
@@ -151,23 +154,24 @@ class ViewOrigin final : public Origin, public DerivedSource {
     RawViewKind kind = RawViewKind::kNone;
     std::shared_ptr<const ViewLayout> layout;  // null until laid out
   };
-  // The raw file behind a view path, opened in the cache and laid out (or
-  // the raw directory).
-  Result<Resolved> Resolve(const std::string& path);
+  // The raw file behind a view path, opened in the cache and laid out for
+  // who (or the raw directory).
+  Result<Resolved> Resolve(const std::string& path, Urgency who);
   Result<RawViewKind> KindOf(const std::string& raw_path, const struct stat& raw_st);
   // ReadDir's steps. What each raw entry of dir is in the view (kNone: not
   // in it; an error: left out), recognised on several threads for a big
   // directory; one regular file's (laid out first where lay_out_jpeg, for a
   // JPEG not laid out yet); the entry the view lists for one, if any.
   std::vector<Result<RawViewKind>> ClassifyEntries(const std::string& dir,
-                                                   const std::vector<OriginDirEntry>& raw_entries);
+                                                   const std::vector<OriginDirEntry>& raw_entries,
+                                                   Urgency who);
   Result<RawViewKind> ClassifyFile(const std::string& raw_path, const struct stat& st,
-                                   bool lay_out_jpeg);
+                                   bool lay_out_jpeg, Urgency who);
   std::optional<OriginDirEntry> ListedEntry(const std::string& dir, const OriginDirEntry& e,
                                             const Result<RawViewKind>& kind);
   Result<std::shared_ptr<const ViewLayout>> LayoutOf(const std::string& raw_path,
                                                      const std::string& view_path, RawViewKind kind,
-                                                     const RawReader::Opened& raw);
+                                                     const RawReader::Opened& raw, Urgency who);
   struct stat ViewStat(const struct stat& raw_st, uint64_t size) const;
   std::string LayoutName(RawViewKind kind) const;
   std::shared_ptr<const ViewLayout> KnownLayout(const std::string& raw_path,
