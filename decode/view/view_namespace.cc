@@ -177,8 +177,10 @@ Status ChooseDecoder(const std::vector<ViewSpec>& views, const ViewDecoderOption
     if (v.options.decoder == ViewDecoder::kGpu && required.empty()) {
       required = "--view " + v.name + ":decoder=gpu";
     }
+    // Under auto, a view the GPU cannot decode (ratio=, max_side=) asks for none.
     wanted = wanted || v.options.decoder == ViewDecoder::kGpu ||
-             (v.options.decoder == ViewDecoder::kMount && o.kind == DecoderKind::kAuto);
+             (v.options.decoder == ViewDecoder::kMount && o.kind == DecoderKind::kAuto &&
+              v.options.CpuOnlyReason() == nullptr);
   }
   m->fallbacks = std::make_shared<FallbackCounters>();
   if (!wanted) {

@@ -217,3 +217,19 @@ def test_a_ratio_view_decodes_on_the_cpu_under_a_gpu_mount(mounts, dataset):
     assert r.returncode == 0, lib.describe(r)
     row = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("views")]
     assert row and "half [libjpeg-turbo" in row[0] and "needs DCT scaling" in row[0], r.stdout
+
+
+def test_auto_opens_no_gpu_for_views_it_cannot_decode(mounts, dataset):
+    """--decoder=auto with only ratio views: the GPU (here the stand-in,
+    which auto would open) is not opened at all."""
+    from test_gpu_decoder import ARGS as GPU_ARGS
+    from test_gpu_decoder import standin_args
+    root, images = dataset
+    m = mounts.make(root, args=GPU_ARGS + standin_args() + [
+        "--decoder", "auto", "--view", "half:ratio=2,dct=accurate"])
+    s = m.stats()
+    assert s["decoder"] == "cpu" and s["decoder_reason"] == "--decoder=auto", s
+    assert "gpu_batches" not in s, s
+    name, jpeg = next(iter(images.items()))
+    got = np.load(io.BytesIO(read(m.mnt / ".half" / (name + ".npy"))))
+    assert np.array_equal(got, want_pixels(jpeg, 2, "accurate")), name
