@@ -28,10 +28,10 @@
 #include "cache/chunk_writer.h"
 #include "cache/derived_source.h"
 #include "cache/fetcher.h"
-#include "cache/object_cache.h"
 #include "cache/object_version.h"
 #include "cache/origin/origin.h"
 #include "cache/origin_reader.h"
+#include "cache/raw_reader.h"
 #include "cache/readahead.h"
 #include "cache/unstored_chunks.h"
 

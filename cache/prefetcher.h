@@ -32,9 +32,9 @@
 #include "cache/derived_source.h"
 #include "cache/dir_scan.h"
 #include "cache/eviction.h"
-#include "cache/object_cache.h"
 #include "cache/open_file_state.h"
 #include "cache/options.h"
+#include "cache/raw_reader.h"
 #include "cache/resident_chunks.h"
 #include "cache/worker_pool.h"
 #include "util/mutex.h"
@@ -66,7 +66,7 @@ class Prefetcher {
     CacheCounters* counters = nullptr;
     // Opens a path as the cache's background work (no change reported, no
     // directory scan started).
-    std::function<Result<ObjectCache::Opened>(const std::string& path)> open;
+    std::function<Result<RawReader::Opened>(const std::string& path)> open;
     // Lists the regular files of a directory (DirScan's lister).
     DirScan::Lister list;
   };

@@ -43,7 +43,7 @@ class PrefetcherTest : public ::testing::Test {
   void TearDown() override { pool_.Stop(); }
 
   // An open of path as the cache would make it (a new version per path).
-  Result<ObjectCache::Opened> Open(const std::string& path) {
+  Result<RawReader::Opened> Open(const std::string& path) {
     STOKER_ASSIGN_OR_RETURN(struct stat st, origin_->Stat(path));
     auto v = parts_.Version(IdOf(path), static_cast<uint64_t>(st.st_size));
     v->path = path;
@@ -52,7 +52,7 @@ class PrefetcherTest : public ::testing::Test {
       MutexLock l(v->at_mu);
       v->at_origin = v->identity;
     }
-    ObjectCache::Opened o;
+    RawReader::Opened o;
     o.file = std::make_shared<OpenFileState>(v, std::make_shared<OriginHandle>(origin_, path),
                                              std::make_shared<Readahead>(budget_), false,
                                              options_.prefetch_bytes, kChunk);
