@@ -120,10 +120,9 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenHeldUnlocked(const std::string&
   o.st = entry->version->st;
   const bool derived = derived_->IsDerived(path);
   o.content_tag = ContentTag(*entry->version, derived);
-  o.file =
-      std::make_shared<OpenFileState>(entry->version, std::make_shared<OriginHandle>(origin_, path),
-                                      std::make_shared<Readahead>(readahead_budget_), derived,
-                                      options_.prefetch_bytes, chunk_size_);
+  o.file = std::make_shared<OpenFileState>(
+      entry->version, std::make_shared<OriginHandle>(origin_, path),
+      std::make_shared<Readahead>(recent_), derived, options_.prefetch_bytes, chunk_size_);
   return o;
 }
 
@@ -238,10 +237,9 @@ ObjectCache::Opened ObjectCacheImpl::FinishOpen(const std::string& path, Opener 
   o.st = entry.version->st;
   const bool derived = derived_->IsDerived(path);
   o.content_tag = ContentTag(*entry.version, derived);
-  o.file =
-      std::make_shared<OpenFileState>(entry.version, std::make_shared<OriginHandle>(origin_, path),
-                                      std::make_shared<Readahead>(readahead_budget_), derived,
-                                      options_.prefetch_bytes, chunk_size_);
+  o.file = std::make_shared<OpenFileState>(
+      entry.version, std::make_shared<OriginHandle>(origin_, path),
+      std::make_shared<Readahead>(recent_), derived, options_.prefetch_bytes, chunk_size_);
   versions_.Put(path, std::move(entry));
   return o;
 }

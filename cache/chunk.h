@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace stoker {
 
@@ -53,6 +54,14 @@ struct ChunkKeyHash {
   size_t operator()(const ChunkKey& k) const {
     return HashMix(VersionKeyHash()(k.version_key()) ^ (k.index * 0x9e3779b97f4a7c15ULL));
   }
+};
+
+// Bytes of one chunk (or of another piece of a file) in memory. data may alias a larger buffer (one
+// origin read for a run of chunks) and keeps it alive.
+struct ChunkBytes {
+  std::shared_ptr<const char> data;
+  size_t len = 0;
+  bool from_cache = false;  // read back from the SSD tier, not the origin
 };
 
 // Number of chunks of a file of size bytes (0 for an empty file).

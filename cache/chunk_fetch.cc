@@ -9,17 +9,22 @@ namespace {
 // One origin read covers at most this many bytes of consecutive misses.
 constexpr uint64_t kMaxRunBytes = 8ull << 20;
 
+RecentBytes::Key UnstoredKey(const ChunkKey& k) {
+  return RecentBytes::Key{RecentBytes::Kind::kUnstored, k.object_id, k.version, k.index};
+}
+
 }  // namespace
 
 ChunkFetch::DeferredStores::~DeferredStores() {
   for (const auto& [idx, bytes] : chunks_) {
     fetch_->p_.writer->Store(*v_, idx, bytes);
-    fetch_->unstored_.Remove(ChunkKey{v_->key.object_id, v_->key.version, idx});
+    fetch_->p_.recent->Drop(UnstoredKey(ChunkKey{v_->key.object_id, v_->key.version, idx}));
   }
 }
 
 bool ChunkFetch::DeferredStores::Defer(uint64_t idx, const ChunkBytes& bytes) {
-  if (!fetch_->unstored_.Add(ChunkKey{v_->key.object_id, v_->key.version, idx}, bytes)) {
+  if (!fetch_->p_.recent->Hold(UnstoredKey(ChunkKey{v_->key.object_id, v_->key.version, idx}),
+                               bytes)) {
     return false;
   }
   chunks_.emplace_back(idx, bytes);
@@ -85,7 +90,7 @@ void ChunkFetch::TakeHeld(Job& job) {
     const ChunkKey key = job.Key(i);
     std::optional<ChunkBytes> stored;
     if (readahead) stored = readahead->Get(job.idx[i]);
-    if (!stored) stored = unstored_.Get(key);
+    if (!stored) stored = p_.recent->Get(UnstoredKey(key));
     if (!stored) stored = p_.reader->LoadStored(*job.v, job.idx[i]);
     if (stored) {
       (*job.out)[i] = *stored;

@@ -3,8 +3,8 @@
 // read (a Fetcher flight: the first to join leads, the others wait);
 // consecutive chunks a call leads are read as one run (OriginReader); what
 // was read is stored (ChunkWriter), or its store put off (DeferredStores) and
-// the bytes held meanwhile in UnstoredChunks, where the next fetch of the
-// same chunk finds them instead of reading the origin again.
+// the bytes held meanwhile in RecentBytes (kUnstored), where the next fetch
+// of the same chunk finds them instead of reading the origin again.
 //
 // A fetch goes in rounds: join a flight per chunk not done; for the flights
 // it leads, take what another fetch finished meanwhile (stored, held for the
@@ -33,7 +33,7 @@
 #include "cache/origin_reader.h"
 #include "cache/raw_reader.h"
 #include "cache/readahead.h"
-#include "cache/unstored_chunks.h"
+#include "cache/recent_bytes.h"
 
 namespace stoker {
 
@@ -53,14 +53,14 @@ class ChunkFetch {
     ChunkReader* reader = nullptr;      // chunks stored by a fetch that just finished
     DerivedSource* derived = nullptr;   // asked to expedite what a follower waits on
     CacheCounters* counters = nullptr;  // collapsed_misses
+    // Holds chunks while their stores are put off, within its kUnstored
+    // share (CacheOptions::deferred_store_bytes).
+    RecentBytes* recent = nullptr;
   };
-  // deferred_store_bytes: the most bytes held while their stores are put
-  // off (CacheOptions::deferred_store_bytes). readahead_limit: the most
-  // chunks a Readahead holds.
-  ChunkFetch(Parts parts, uint64_t deferred_store_bytes, size_t readahead_limit)
-      : p_(parts), unstored_(deferred_store_bytes), readahead_limit_(readahead_limit) {}
+  // readahead_limit: the most chunks a Readahead holds.
+  ChunkFetch(Parts parts, size_t readahead_limit) : p_(parts), readahead_limit_(readahead_limit) {}
 
-  // Chunks a fetch put off storing, held in UnstoredChunks until stored when
+  // Chunks a fetch put off storing, held in RecentBytes until stored when
   // this goes: a reader's, when its ReadReply lets go of it (fs/: after the
   // reply was sent); a prefetch's or warm's, when its range is fetched and
   // every reader waiting on it answered.
@@ -97,7 +97,7 @@ class ChunkFetch {
                std::vector<ChunkBytes>* out, FetchTally* tally);
 
   // Bytes held while their stores are put off.
-  uint64_t unstored_bytes() const { return unstored_.bytes(); }
+  uint64_t unstored_bytes() const { return p_.recent->bytes(RecentBytes::Kind::kUnstored); }
 
  private:
   struct Job;
@@ -108,7 +108,6 @@ class ChunkFetch {
 
   const Parts p_;
   Fetcher fetcher_;
-  UnstoredChunks unstored_;
   const size_t readahead_limit_;
 };
 

@@ -52,9 +52,12 @@ class ChunkFetchTest : public ::testing::Test {
   ChunkParts parts_;
   OriginReader origin_reader_{
       OriginReader::Parts{kChunk, parts_.index.get(), origin_.get(), &parts_.counters}};
-  ChunkFetch fetch_{ChunkFetch::Parts{kChunk, &origin_reader_, parts_.writer.get(),
-                                      parts_.reader.get(), origin_.get(), &parts_.counters},
-                    16 * kChunk, 8};
+  std::shared_ptr<RecentBytes> recent_ =
+      std::make_shared<RecentBytes>(RecentBytes::Limits{64 * kChunk, 32 * kChunk, 16 * kChunk});
+  ChunkFetch fetch_{
+      ChunkFetch::Parts{kChunk, &origin_reader_, parts_.writer.get(), parts_.reader.get(),
+                        origin_.get(), &parts_.counters, recent_.get()},
+      8};
 };
 
 TEST_F(ChunkFetchTest, AMissIsOneOriginReadPerRunAndIsStored) {
@@ -143,7 +146,7 @@ TEST_F(ChunkFetchTest, StoresPutOffHoldTheBytesForTheNextFetchUntilDone) {
 TEST_F(ChunkFetchTest, APrefetchGivesUpAChunkItsReaderHasPassed) {
   auto v = Write("f", 3 * kChunk, 4);
   OriginHandle handle(origin_, "f");
-  Readahead readahead(std::make_shared<std::atomic<int64_t>>(64 * kChunk));
+  Readahead readahead(recent_);
   readahead.DropBefore(2);  // the reader is at chunk 2
   ChunkFetch::Request r;
   r.urgency = Urgency::kPrefetch;

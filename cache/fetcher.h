@@ -21,14 +21,6 @@
 
 namespace stoker {
 
-// Bytes of one chunk in memory. data may alias a larger buffer (one origin
-// read for a run of chunks) and keeps it alive.
-struct ChunkBytes {
-  std::shared_ptr<const char> data;
-  size_t len = 0;
-  bool from_cache = false;  // read back from the SSD tier, not the origin
-};
-
 class Fetcher {
  public:
   class Flight {

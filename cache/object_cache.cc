@@ -143,6 +143,9 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
 
 ObjectCacheImpl::ObjectCacheImpl(Parts p)
     : options_(p.options),
+      recent_(std::make_shared<RecentBytes>(
+          RecentBytes::Limits{options_.recent_bytes, options_.recent_bytes / 3 * 2,
+                              std::min(options_.deferred_store_bytes, options_.recent_bytes)})),
       derived_files_(p.make_derived ? p.make_derived(*this) : Derived{p.origin, nullptr}),
       origin_(derived_files_.ok() ? derived_files_->origin : p.origin),
       derived_(derived_files_.ok() && derived_files_->source != nullptr
@@ -170,8 +173,8 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
                 WarmFile(path, size, job);
               }),
       fetch_(ChunkFetch::Parts{chunk_size_, &origin_reader_, &writer_, &reader_, derived_.get(),
-                               &counters_},
-             options_.deferred_store_bytes, Prefetcher::ReadaheadLimit(options_)),
+                               &counters_, recent_.get()},
+             Prefetcher::ReadaheadLimit(options_)),
       prefetcher_(
           options_,
           Prefetcher::Parts{
@@ -268,6 +271,12 @@ nlohmann::json ObjectCacheImpl::Stats() {
   j["objects_in_memory"] = versions_.size();
   j["pending_drops"] = evictor_.pending_drops();
   j["verified_chunks_held"] = resident_->verified();
+  // Memory held for reads to come (RecentBytes), by what holds it.
+  j["recent_bytes"] = recent_->bytes();
+  j["recent_limit_bytes"] = recent_->limits().total;
+  j["readahead_bytes"] = recent_->bytes(RecentBytes::Kind::kReadahead);
+  j["unstored_bytes"] = recent_->bytes(RecentBytes::Kind::kUnstored);
+  j["produced_kept_bytes"] = recent_->bytes(RecentBytes::Kind::kProduced);
   j["run_buffers_reused"] = RunBufferPool().reused();
   j["run_buffers_allocated"] = RunBufferPool().allocated();
   j["io_backend"] = io_->Name();

@@ -52,6 +52,7 @@
 #include "cache/origin_reader.h"
 #include "cache/prefetcher.h"
 #include "cache/readahead.h"
+#include "cache/recent_bytes.h"
 #include "cache/resident_chunks.h"
 #include "cache/version_table.h"
 #include "cache/warm_job.h"
@@ -117,6 +118,7 @@ class ObjectCacheImpl final : public ObjectCache {
   nlohmann::json WarmStatus(uint64_t id) override;
   nlohmann::json Stats() override;
   CacheCounters& counters() override { return counters_; }
+  RecentBytes& recent() override { return *recent_; }
 
  private:
   using ObjectEntry = VersionTable::Entry;
@@ -202,6 +204,10 @@ class ObjectCacheImpl final : public ObjectCache {
   void WarmFile(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
 
   const CacheOptions options_;
+  // Bytes made recently and wanted again soon: readahead, unstored chunks,
+  // what derived files produced (RawReader::recent). Before derived_files_:
+  // the views made with this cache use it.
+  const std::shared_ptr<RecentBytes> recent_;
   const Result<Derived> derived_files_;
   const std::shared_ptr<Origin> origin_;          // derived_files_'s, else the one given
   const std::shared_ptr<DerivedSource> derived_;  // views' files; never null
@@ -224,9 +230,6 @@ class ObjectCacheImpl final : public ObjectCache {
   Evictor evictor_;
   Warmer warmer_;
   ChunkFetch fetch_;
-  // Memory all Readaheads may hold together.
-  const std::shared_ptr<std::atomic<int64_t>> readahead_budget_ =
-      std::make_shared<std::atomic<int64_t>>(256ll << 20);
   Prefetcher prefetcher_;
 
   // Open: one stripe per path hash, so opens of different files revalidate

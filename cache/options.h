@@ -65,6 +65,12 @@ struct CacheOptions {
   // anew).
   size_t max_verified_chunks = 262144;
 
+  // Memory for bytes made recently and wanted again soon (RecentBytes):
+  // chunks read ahead for open files (up to two thirds of it), chunks whose
+  // store is put off (deferred_store_bytes of it), decoded view records cut
+  // by a read (what is left; they give way first). Crash: memory only,
+  // nothing is lost. Default: 384 MiB.
+  uint64_t recent_bytes = 384ull << 20;
   // Bytes of chunks a reader fetched from the origin that may wait to be
   // stored until its reply is sent (ObjectCache::Read): the cache write and
   // index update are then off the reader's path. Past it, chunks are stored

@@ -54,7 +54,7 @@ class PrefetcherTest : public ::testing::Test {
     }
     RawReader::Opened o;
     o.file = std::make_shared<OpenFileState>(v, std::make_shared<OriginHandle>(origin_, path),
-                                             std::make_shared<Readahead>(budget_), false,
+                                             std::make_shared<Readahead>(recent_), false,
                                              options_.prefetch_bytes, kChunk);
     o.st = st;
     return o;
@@ -82,13 +82,14 @@ class PrefetcherTest : public ::testing::Test {
   NothingDerived nothing_derived_;
   OriginReader origin_reader_{
       OriginReader::Parts{kChunk, parts_.index.get(), &nothing_derived_, &parts_.counters}};
-  ChunkFetch fetch_{ChunkFetch::Parts{kChunk, &origin_reader_, parts_.writer.get(),
-                                      parts_.reader.get(), &nothing_derived_, &parts_.counters},
-                    16 * kChunk, 16};
+  std::shared_ptr<RecentBytes> recent_ =
+      std::make_shared<RecentBytes>(RecentBytes::Limits{96 * kChunk, 64 * kChunk, 16 * kChunk});
+  ChunkFetch fetch_{
+      ChunkFetch::Parts{kChunk, &origin_reader_, parts_.writer.get(), parts_.reader.get(),
+                        &nothing_derived_, &parts_.counters, recent_.get()},
+      16};
   CacheOptions options_;
   WorkerPool pool_{2, 64};
-  std::shared_ptr<std::atomic<int64_t>> budget_ =
-      std::make_shared<std::atomic<int64_t>>(64 * kChunk);
   std::unique_ptr<Prefetcher> prefetcher_;
   Mutex ids_mu_;
   std::map<std::string, uint64_t> ids_ GUARDED_BY(ids_mu_);

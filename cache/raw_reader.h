@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/recent_bytes.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -93,6 +94,10 @@ class RawReader {
   // Reads [off, off+len) of an opened file, clipped to its size. Fills out.
   // Detects sequential access per OpenFileState and prefetches ahead.
   virtual Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) = 0;
+  // Where a derived file keeps what it produced and will be asked for
+  // again (RecentBytes::Kind::kProduced): the cache's one bounded store of
+  // such bytes, not a buffer of the view's own.
+  virtual RecentBytes& recent() = 0;
 };
 
 }  // namespace stoker

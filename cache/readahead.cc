@@ -1,13 +1,15 @@
 #include "cache/readahead.h"
 
 namespace stoker {
+namespace {
 
-std::optional<ChunkBytes> Readahead::Get(uint64_t idx) {
-  MutexLock l(mu);
-  auto it = chunks.find(idx);
-  if (it == chunks.end()) return std::nullopt;
-  return it->second;
+RecentBytes::Key KeyOf(const Readahead& r, uint64_t idx) {
+  return RecentBytes::Key{RecentBytes::Kind::kReadahead, r.group, 0, idx};
 }
+
+}  // namespace
+
+std::optional<ChunkBytes> Readahead::Get(uint64_t idx) { return recent->Get(KeyOf(*this, idx)); }
 
 bool Readahead::ClaimCheck(uint64_t idx) {
   MutexLock l(mu);
@@ -29,43 +31,34 @@ void Readahead::EndChecks(const std::vector<uint64_t>& idx) {
 }
 
 std::optional<ChunkBytes> Readahead::AwaitCheck(uint64_t idx) {
-  MutexLock l(mu);
-  checked.Wait(mu, [&]() REQUIRES(mu) { return checking.count(idx) == 0; });
-  auto it = chunks.find(idx);
-  if (it == chunks.end()) return std::nullopt;
-  return it->second;
+  {
+    MutexLock l(mu);
+    checked.Wait(mu, [&]() REQUIRES(mu) { return checking.count(idx) == 0; });
+  }
+  return Get(idx);
 }
 
-Readahead::~Readahead() {
-  for (const auto& [idx, b] : chunks) *budget += static_cast<int64_t>(b.len);
-}
+Readahead::~Readahead() { recent->DropBelow(RecentBytes::Kind::kReadahead, group, 0, UINT64_MAX); }
 
 void Readahead::Put(uint64_t idx, const ChunkBytes& bytes, size_t max) {
-  MutexLock l(mu);
-  if (chunks.count(idx)) return;
-  while (!chunks.empty() && chunks.size() >= max) {
-    *budget += static_cast<int64_t>(chunks.begin()->second.len);
-    chunks.erase(chunks.begin());
-  }
-  // Over budget: the reader fetches again rather than the daemon growing.
-  if (budget->fetch_sub(static_cast<int64_t>(bytes.len)) < static_cast<int64_t>(bytes.len)) {
-    *budget += static_cast<int64_t>(bytes.len);
-    return;
-  }
-  chunks.emplace(idx, bytes);
+  // Past max held, or past the bound: see RecentBytes::Hold.
+  recent->Hold(KeyOf(*this, idx), bytes, max);
 }
 
 bool Readahead::Wanted(uint64_t idx) {
-  MutexLock l(mu);
-  return idx >= passed && chunks.count(idx) == 0;
+  {
+    MutexLock l(mu);
+    if (idx < passed) return false;
+  }
+  return !recent->Contains(KeyOf(*this, idx));
 }
 
 void Readahead::DropBefore(uint64_t idx) {
-  MutexLock l(mu);
-  passed = idx;
-  auto end = chunks.lower_bound(idx);
-  for (auto it = chunks.begin(); it != end; ++it) *budget += static_cast<int64_t>(it->second.len);
-  chunks.erase(chunks.begin(), end);
+  {
+    MutexLock l(mu);
+    passed = idx;
+  }
+  recent->DropBelow(RecentBytes::Kind::kReadahead, group, 0, idx);
 }
 
 }  // namespace stoker

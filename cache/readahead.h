@@ -3,9 +3,9 @@
 // full cache (which refuses new chunks, or evicts the newest first) would
 // make prefetch read chunks from the origin twice, and a reader going
 // through an uncached chunk in small requests fetch it once per request.
-// All open files together hold at most the budget they share: a Put over
-// budget keeps nothing (the reader fetches again rather than the daemon
-// growing), and a Readahead gives back what it holds when it goes.
+// The bytes are a group of the daemon's RecentBytes (kReadahead), under its
+// bound: a Put past it keeps nothing (the reader fetches again rather than
+// the daemon growing), and a Readahead drops what it holds when it goes.
 //
 // It also collapses checks: a cached chunk being read back (and checked)
 // for this file, by its prefetch or a read, is claimed (ClaimCheck) so that
@@ -14,25 +14,24 @@
 // Thread-safety: every method may be called from any thread at once.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_set>
 #include <vector>
 
-#include "cache/fetcher.h"
+#include "cache/recent_bytes.h"
 #include "util/mutex.h"
 
 namespace stoker {
 
 struct Readahead {
-  explicit Readahead(std::shared_ptr<std::atomic<int64_t>> budget) : budget(std::move(budget)) {}
+  explicit Readahead(std::shared_ptr<RecentBytes> recent)
+      : recent(std::move(recent)), group(this->recent->NewGroup()) {}
   ~Readahead();
-  const std::shared_ptr<std::atomic<int64_t>> budget;  // bytes left to all files
+  const std::shared_ptr<RecentBytes> recent;  // holds the chunks
+  const uint64_t group;                       // this file's kReadahead group there
   Mutex mu;
-  std::map<uint64_t, ChunkBytes> chunks GUARDED_BY(mu);
   uint64_t passed GUARDED_BY(mu) = 0;  // a sequential reader is past chunks below it
   // Cached chunks being read back (and checked, if not verified yet) for
   // this file, by its prefetch or a read: one read per chunk, the others

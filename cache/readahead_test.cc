@@ -14,53 +14,59 @@ ChunkBytes Bytes(size_t len, char fill) {
   return ChunkBytes{data, len, false};
 }
 
-TEST(ReadaheadTest, HoldsWhatItWasGivenWithinTheSharedBudget) {
-  auto budget = std::make_shared<std::atomic<int64_t>>(1000);
+std::shared_ptr<RecentBytes> Store(uint64_t readahead_bytes) {
+  return std::make_shared<RecentBytes>(
+      RecentBytes::Limits{2 * readahead_bytes, readahead_bytes, readahead_bytes});
+}
+
+TEST(ReadaheadTest, HoldsWhatItWasGivenWithinTheSharedBound) {
+  auto recent = Store(1000);
   {
-    Readahead r(budget);
+    Readahead r(recent);
     r.Put(0, Bytes(300, 'a'), 8);
     ASSERT_TRUE(r.Get(0).has_value());
     EXPECT_EQ(r.Get(0)->data.get()[0], 'a');
-    EXPECT_EQ(budget->load(), 700);
-    r.Put(1, Bytes(800, 'b'), 8);  // over budget: not held, nothing taken
+    EXPECT_EQ(recent->bytes(), 300u);
+    r.Put(1, Bytes(800, 'b'), 8);  // past readahead's share: not held
     EXPECT_FALSE(r.Get(1).has_value());
-    EXPECT_EQ(budget->load(), 700);
-    Readahead other(budget);  // another open file shares the budget
+    EXPECT_EQ(recent->bytes(), 300u);
+    Readahead other(recent);  // another open file shares the bound
     other.Put(0, Bytes(700, 'c'), 8);
-    EXPECT_EQ(budget->load(), 0);
+    EXPECT_EQ(other.Get(0)->data.get()[0], 'c');
+    EXPECT_EQ(r.Get(0)->data.get()[0], 'a') << "each file's chunks are its own";
+    EXPECT_EQ(recent->bytes(RecentBytes::Kind::kReadahead), 1000u);
     r.Put(2, Bytes(1, 'd'), 8);
     EXPECT_FALSE(r.Get(2).has_value());
   }
-  EXPECT_EQ(budget->load(), 1000) << "what they held goes back when they go";
+  EXPECT_EQ(recent->bytes(), 0u) << "what they held goes when they go";
 }
 
 TEST(ReadaheadTest, PastItsMostTheLowestChunkGoes) {
-  auto budget = std::make_shared<std::atomic<int64_t>>(1 << 20);
-  Readahead r(budget);
+  auto recent = Store(1 << 20);
+  Readahead r(recent);
   for (uint64_t i = 0; i < 3; ++i) r.Put(i, Bytes(100, 'x'), 2);
   EXPECT_FALSE(r.Get(0).has_value());
   EXPECT_TRUE(r.Get(1).has_value());
   EXPECT_TRUE(r.Get(2).has_value());
-  EXPECT_EQ(budget->load(), (1 << 20) - 200);
+  EXPECT_EQ(recent->bytes(), 200u);
 }
 
 TEST(ReadaheadTest, ASequentialReaderDropsWhatItPassed) {
-  auto budget = std::make_shared<std::atomic<int64_t>>(1 << 20);
-  Readahead r(budget);
+  auto recent = Store(1 << 20);
+  Readahead r(recent);
   for (uint64_t i = 0; i < 4; ++i) r.Put(i, Bytes(10, 'x'), 8);
   r.DropBefore(2);
   EXPECT_FALSE(r.Get(0).has_value());
   EXPECT_FALSE(r.Get(1).has_value());
   EXPECT_TRUE(r.Get(2).has_value());
-  EXPECT_EQ(budget->load(), (1 << 20) - 20);
+  EXPECT_EQ(recent->bytes(), 20u);
   EXPECT_FALSE(r.Wanted(1)) << "the reader is past it";
   EXPECT_FALSE(r.Wanted(3)) << "held already";
   EXPECT_TRUE(r.Wanted(5));
 }
 
 TEST(ReadaheadTest, OneCheckPerChunkTheOthersWaitForIt) {
-  auto budget = std::make_shared<std::atomic<int64_t>>(1 << 20);
-  Readahead r(budget);
+  Readahead r(Store(1 << 20));
   ASSERT_TRUE(r.ClaimCheck(3));
   EXPECT_FALSE(r.ClaimCheck(3));
   EXPECT_TRUE(r.Claimed(3));

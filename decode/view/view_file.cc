@@ -47,10 +47,6 @@ TfRecordCompression CompressionOf(RawViewKind kind) {
 
 namespace {
 
-// Produced records an open view file keeps for the next read (the record a
-// cache chunk boundary cuts through is produced once, not twice).
-constexpr size_t kKeptRecords = 4;
-constexpr uint64_t kKeptBytes = 64ull << 20;
 // A JPEG file is decoded whole, from memory: larger ones do not decode.
 constexpr uint64_t kMaxJpegFileBytes = 1ull << 30;
 
@@ -58,8 +54,12 @@ constexpr uint64_t kMaxJpegFileBytes = 1ull << 30;
 // file (read through the cache) by decoding the records the range covers.
 class ViewFile final : public OriginFile {
  public:
-  // Produced bytes (a record, an image), in the pool's reused buffers.
+  // Produced bytes (a record, an image), in the pool's reused buffers;
+  // shared as ChunkBytes (data null: reads as zeros).
   using Bytes = OutputBuffers::Buffer;
+  static ChunkBytes Share(const std::shared_ptr<Bytes>& b) {
+    return ChunkBytes{std::shared_ptr<const char>(b, b->data()), b->size()};
+  }
   using Parts = ViewFileParts;
   explicit ViewFile(Parts p)
       : p_(std::move(p)),
@@ -115,12 +115,8 @@ class ViewFile final : public OriginFile {
       std::memset(buf, 0, len);  // CheckRead refuses every range of it
       return Status::OK();
     }
-    std::shared_ptr<const Bytes> image;
-    {
-      MutexLock g(mu_);
-      image = npy_;
-    }
-    if (!image) {
+    ChunkBytes image = p_.reader->recent().Get(KeptKey(kWholeFile)).value_or(ChunkBytes{});
+    if (!image.data) {
       RegisteredBatch batch(p_.owner, p_.path);
       if (src_.size() > kMaxJpegFileBytes) {
         return DataError(0, Status::Error(EFBIG, "jpeg file of " + std::to_string(src_.size()) +
@@ -147,12 +143,15 @@ class ViewFile final : public OriginFile {
       p_.stats->counters.images_decoded++;
       p_.stats->counters.decoded_bytes += l.size;
       if (whole) return Status::OK();
-      image = out;
+      image = Share(out);
     }
-    std::memcpy(buf, image->data() + off, len);
-    MutexLock g(mu_);
+    std::memcpy(buf, image.data.get() + off, len);
     // Kept for the next piece of this image, until a read reaches its end.
-    npy_ = off + len >= l.size ? nullptr : image;
+    if (off + len >= l.size) {
+      p_.reader->recent().Drop(KeptKey(kWholeFile));
+    } else {
+      Keep(kWholeFile, image);
+    }
     return Status::OK();
   }
 
@@ -210,8 +209,8 @@ class ViewFile final : public OriginFile {
     Mutex mu;
     CondVar cv;
     bool done GUARDED_BY(mu) = false;
-    Status status GUARDED_BY(mu);                       // a failure of the world
-    std::shared_ptr<const Bytes> bytes GUARDED_BY(mu);  // null = reads as zeros
+    Status status GUARDED_BY(mu);     // a failure of the world
+    ChunkBytes bytes GUARDED_BY(mu);  // data null: reads as zeros
   };
 
   // Completes the Pendings of the records a read produces, whatever path
@@ -221,7 +220,7 @@ class ViewFile final : public OriginFile {
     explicit Producing(ViewFile* f) : f_(f) {}
     ~Producing() { Finish(Status::IOError("another read of this view file failed")); }
     void Add(size_t idx, std::shared_ptr<Pending> p) { mine_.emplace_back(idx, std::move(p)); }
-    void Set(size_t idx, std::shared_ptr<const Bytes> bytes) { results_[idx] = bytes; }
+    void Set(size_t idx, ChunkBytes bytes) { results_[idx] = std::move(bytes); }
     void Finish(const Status& failed) {
       if (mine_.empty()) return;
       {
@@ -245,7 +244,7 @@ class ViewFile final : public OriginFile {
    private:
     ViewFile* const f_;
     std::vector<std::pair<size_t, std::shared_ptr<Pending>>> mine_;
-    std::map<size_t, std::shared_ptr<const Bytes>> results_;
+    std::map<size_t, ChunkBytes> results_;
   };
 
   // One read of TFRecord view bytes, planned: each record the range
@@ -254,8 +253,9 @@ class ViewFile final : public OriginFile {
     DecodePriority priority = DecodePriority::kReader;  // whom it is produced for
     uint64_t off = 0, end = 0;
     size_t first = 0, last = 0;  // records [first, last)
-    // Per record: its bytes, produced before (kept, handed off) or now.
-    std::vector<std::shared_ptr<const Bytes>> produced;
+    // Per record: its bytes, produced before (kept) or now.
+    std::vector<ChunkBytes> produced;
+    std::vector<char> kept;  // per record: found kept
     // Per record: produced straight into the reader's buffer (a record
     // wholly inside the read: only this read wants it, as the cache reads
     // each chunk once, so it is not offered to others).
@@ -274,6 +274,7 @@ class ViewFile final : public OriginFile {
     std::tie(rr.first, rr.last) = l.RecordsOverlapping(off, len);
     rr.produced.resize(rr.last - rr.first);
     rr.direct.assign(rr.last - rr.first, 0);
+    rr.kept.assign(rr.last - rr.first, 0);
     RegisteredBatch batch(p_.owner, p_.path);
     Producing producing(this);
     PlanRecords(rr, batch, producing);
@@ -291,8 +292,8 @@ class ViewFile final : public OriginFile {
     return Status::OK();
   }
 
-  // Sorts the read's records: kept by this file, handed off by another
-  // open's read, being produced by another read, or to produce here
+  // Sorts the read's records: kept (by a read of this file, in this open
+  // or another), being produced by another read, or to produce here
   // (straight into the buffer, or, for a record the read cuts, into a
   // pooled buffer offered to concurrent reads and kept for the next).
   void PlanRecords(RecordRead& rr, const RegisteredBatch& batch, Producing& producing) {
@@ -301,12 +302,9 @@ class ViewFile final : public OriginFile {
     for (size_t i = rr.first; i < rr.last; ++i) {
       const ViewRecord& r = l.records[i];
       if (r.kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
-      auto it = kept_.find(i);
-      ViewOrigin::RecordBytes handed;
-      if (it != kept_.end()) {
-        rr.produced[i - rr.first] = it->second;
-      } else if (r.out_offset < rr.off && (handed = p_.owner->HandedOff(p_.layout, i))) {
-        rr.produced[i - rr.first] = std::move(handed);  // cut by another open's read
+      if (auto kept = p_.reader->recent().Get(KeptKey(i))) {
+        rr.produced[i - rr.first] = std::move(*kept);
+        rr.kept[i - rr.first] = 1;
       } else if (auto in = inflight_.find(i); in != inflight_.end()) {
         rr.others.emplace_back(i, in->second);
       } else if (r.out_offset >= rr.off && r.out_end() <= rr.end) {
@@ -355,25 +353,23 @@ class ViewFile final : public OriginFile {
         if (rr.direct[i - rr.first]) {
           rr.direct[i - rr.first] = 0;  // produced is null: zeros below
         } else {
-          producing.Set(i, nullptr);
+          producing.Set(i, ChunkBytes{});
         }
         continue;
       }
       p_.stats->counters.records_decoded++;
       p_.stats->counters.decoded_bytes += r.out_size;
       if (rr.direct[i - rr.first]) continue;
-      rr.produced[i - rr.first] = outs[k];
-      producing.Set(i, outs[k]);
+      rr.produced[i - rr.first] = Share(outs[k]);
+      producing.Set(i, rr.produced[i - rr.first]);
     }
     // Records cut by the end of this read are kept before they leave
     // inflight_: a read of the next chunk that starts in between finds
     // them in one or the other, and does not decode them again.
     MutexLock g(mu_);
     for (size_t i : rr.need) {
-      const ViewRecord& r = l.records[i];
-      if (rr.produced[i - rr.first] != nullptr && r.out_end() > rr.end &&
-          r.out_size <= kKeptBytes) {
-        kept_[i] = rr.produced[i - rr.first];
+      if (rr.produced[i - rr.first].data != nullptr && l.records[i].out_end() > rr.end) {
+        Keep(i, rr.produced[i - rr.first]);
       }
     }
     return Status::OK();
@@ -394,7 +390,9 @@ class ViewFile final : public OriginFile {
   }
 
   // Copies each record's part into the buffer (zeros for a failed one) and
-  // keeps the records the read cuts, for the next read.
+  // keeps the records the read cuts, for the next read: the next chunk, in
+  // this open or, after a directory prefetch, in another. A kept record
+  // whose end this read reached is done with.
   void CopyOut(const RecordRead& rr, char* buf) {
     const ViewLayout& l = *p_.layout;
     MutexLock g(mu_);
@@ -402,39 +400,35 @@ class ViewFile final : public OriginFile {
       const ViewRecord& r = l.records[i];
       const uint64_t a = std::max(rr.off, r.out_offset);
       const uint64_t b = std::min(rr.end, r.out_end());
-      if (rr.direct[i - rr.first]) {
-        kept_.erase(i);
-        continue;  // already in place
-      }
-      const std::shared_ptr<const Bytes>& bytes = rr.produced[i - rr.first];
-      if (r.kind == ViewRecordKind::kFailed || bytes == nullptr) {
+      if (rr.direct[i - rr.first]) continue;  // already in place
+      const ChunkBytes& bytes = rr.produced[i - rr.first];
+      if (r.kind == ViewRecordKind::kFailed || bytes.data == nullptr) {
         std::memset(buf + (a - rr.off), 0, b - a);
         continue;
       }
-      std::memcpy(buf + (a - rr.off), bytes->data() + (a - r.out_offset), b - a);
-      // Cut by the end of this read: the next read (the next chunk) wants
-      // it, in this open or, after a directory prefetch, in another.
-      if (r.out_end() > rr.end && r.out_size <= kKeptBytes) {
-        kept_[i] = bytes;
-        p_.owner->HandOff(p_.layout, i, bytes);
-      } else {
-        kept_.erase(i);
+      std::memcpy(buf + (a - rr.off), bytes.data.get() + (a - r.out_offset), b - a);
+      if (r.out_end() > rr.end) {
+        Keep(i, bytes);
+      } else if (rr.kept[i - rr.first]) {
+        p_.reader->recent().Drop(KeptKey(i));
       }
     }
-    uint64_t kept_bytes = 0;
-    for (const auto& [idx, bytes] : kept_) kept_bytes += bytes->size();
-    while (!kept_.empty() && (kept_.size() > kKeptRecords || kept_bytes > kKeptBytes)) {
-      kept_bytes -= kept_.begin()->second->size();
-      kept_.erase(kept_.begin());
-    }
+  }
+
+  // Where this file version's produced bytes are kept (record idx, or
+  // kWholeFile: a .npy's image): named by its layout, which the entry pins.
+  RecentBytes::Key KeptKey(size_t idx) const {
+    return RecentBytes::Key{RecentBytes::Kind::kProduced,
+                            reinterpret_cast<uintptr_t>(p_.layout.get()), 0, idx};
+  }
+  void Keep(size_t idx, const ChunkBytes& bytes) {
+    p_.reader->recent().Keep(KeptKey(idx), bytes, p_.layout);
   }
 
   const Parts p_;
   CachedByteSource src_;
   Mutex mu_;
-  std::map<size_t, std::shared_ptr<const Bytes>> kept_ GUARDED_BY(mu_);
   std::map<size_t, std::shared_ptr<Pending>> inflight_ GUARDED_BY(mu_);
-  std::shared_ptr<const Bytes> npy_ GUARDED_BY(mu_);
   // Compressed files: where the last read's inflating stopped.
   Mutex z_mu_;
   std::unique_ptr<CompressedTfRecordReader> z_ GUARDED_BY(z_mu_);

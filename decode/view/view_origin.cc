@@ -23,11 +23,6 @@ namespace {
 // Raw files remembered; past this the memory starts over (a re-stat then
 // re-reads a head, or a layout from the index).
 constexpr size_t kMaxKnown = size_t{1} << 17;
-// Records cut by the end of a read that the view hands to the next open of
-// their file (ViewOrigin::HandOff): more than the files a directory
-// prefetch reads ahead (16).
-constexpr size_t kHandedOffRecords = 32;
-constexpr uint64_t kHandedOffBytes = 64ull << 20;
 // Threads that recognise the files of one big directory listing.
 constexpr size_t kReadDirThreads = 8;
 
@@ -72,29 +67,6 @@ ViewOrigin::ViewOrigin(ViewSpec spec, std::string prefix, std::shared_ptr<Origin
       dev_(Fnv1a(spec_.name + "\n" + fingerprint_) | kDerivedDevBit) {}
 
 ViewOrigin::~ViewOrigin() = default;
-
-void ViewOrigin::HandOff(const std::shared_ptr<const ViewLayout>& layout, size_t record,
-                         RecordBytes bytes) {
-  MutexLock l(handoff_mu_);
-  for (const HandedOffRecord& h : handed_off_) {
-    if (h.layout == layout && h.record == record) return;
-  }
-  handed_off_bytes_ += bytes->size();
-  handed_off_.push_back({layout, record, std::move(bytes)});
-  while (handed_off_.size() > kHandedOffRecords || handed_off_bytes_ > kHandedOffBytes) {
-    handed_off_bytes_ -= handed_off_.front().bytes->size();
-    handed_off_.pop_front();
-  }
-}
-
-ViewOrigin::RecordBytes ViewOrigin::HandedOff(const std::shared_ptr<const ViewLayout>& layout,
-                                              size_t record) {
-  MutexLock l(handoff_mu_);
-  for (const HandedOffRecord& h : handed_off_) {
-    if (h.layout == layout && h.record == record) return h.bytes;
-  }
-  return nullptr;
-}
 
 std::string ViewOrigin::Describe() const {
   return "view " + spec_.name + " of " + raw_->Describe();

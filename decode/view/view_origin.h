@@ -59,7 +59,6 @@
 #pragma once
 
 #include <array>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -138,15 +137,6 @@ class ViewOrigin final : public Origin, public DerivedSource {
   Status MarkFailed(const std::string& raw_path, const RawReader::Opened& raw, RawViewKind kind,
                     const ViewLayout& made_from, size_t record, const Status& why);
 
-  // A produced record cut by the end of a read, for the next open of its
-  // file: a directory prefetch reads a file's first chunks in one open and
-  // its reader the rest in another, and the record across that boundary is
-  // then decoded once. The most recent few are kept (a bounded FIFO); an
-  // entry holds its layout, so that the pointer names one file version.
-  using RecordBytes = std::shared_ptr<const OutputBuffers::Buffer>;
-  void HandOff(const std::shared_ptr<const ViewLayout>& layout, size_t record, RecordBytes bytes);
-  RecordBytes HandedOff(const std::shared_ptr<const ViewLayout>& layout, size_t record);
-
  private:
   struct Resolved;
   struct Known {
@@ -196,19 +186,10 @@ class ViewOrigin final : public Origin, public DerivedSource {
   // Held while laying out a file: concurrent stats of it scan once.
   std::array<std::mutex, 64> layout_stripes_;
 
-  struct HandedOffRecord {
-    std::shared_ptr<const ViewLayout> layout;
-    size_t record = 0;
-    RecordBytes bytes;
-  };
   // Decode batches at work, by view path, for Expedite.
   Mutex batches_mu_;
   std::unordered_multimap<std::string, std::shared_ptr<DecodePool::Batch>> batches_
       GUARDED_BY(batches_mu_);
-
-  Mutex handoff_mu_;
-  std::deque<HandedOffRecord> handed_off_ GUARDED_BY(handoff_mu_);  // oldest first
-  uint64_t handed_off_bytes_ GUARDED_BY(handoff_mu_) = 0;
 };
 
 }  // namespace stoker

@@ -730,8 +730,13 @@ class UnusedReader final : public RawReader {
     return Refuse();
   }
   Status Read(OpenFileState&, uint64_t, size_t, ReadReply*) override { return Refuse(); }
+  RecentBytes& recent() override {
+    ADD_FAILURE() << "made views keep bytes";
+    return recent_;
+  }
 
  private:
+  RecentBytes recent_{RecentBytes::Limits{}};
   static Status Refuse() {
     ADD_FAILURE() << "made views read through their reader";
     return Status::Error(EIO, "not to be read");
