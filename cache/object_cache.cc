@@ -186,7 +186,11 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
                   return files.size() < most;
                 }));
                 return files;
-              }}) {
+              }}),
+      leases_(
+          VersionLeases::Parts{chunk_size_, index_.get(), store_.get(), resident_.get(), &writer_,
+                               &reader_, &hits_, &prefetcher_, derived_.get(), &counters_},
+          options_.verify_at_open_bytes) {
   quota_.SetCommitted(index_->meta().usage_bytes);
   index_size_.Measure();
   writer_.MeasureDisk();
@@ -207,6 +211,16 @@ Status ObjectCacheImpl::Start() {
   LOG_INFO("cache '{}': {} objects, {} chunks, {} bytes of {} ({} I/O)", options_.dir, m.objects,
            m.chunks, m.usage_bytes, options_.capacity_bytes, io_->Name());
   return Status::OK();
+}
+
+Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileState& file,
+                                                                    LeaseRefusal* why) {
+  return leases_.LeaseWhole(file, why);
+}
+
+std::unique_ptr<WholeFileLease> ObjectCacheImpl::HoldVersion(uint64_t object_id, uint64_t version,
+                                                             uint64_t chunks) {
+  return leases_.HoldVersion(object_id, version, chunks);
 }
 
 ObjectCacheImpl::~ObjectCacheImpl() {

@@ -7,11 +7,12 @@
 // OriginReader (reading origin files, checking their version); a HitLog; the
 // Evictor and the Warmer (threads); the ChunkFetch (misses: collapsed,
 // read in runs, stored or held unstored); the Prefetcher (reading ahead of
-// readers, into each open's Readahead); a WorkerPool. Private to cache/.
+// readers, into each open's Readahead); VersionLeases (whole files lent for
+// passthrough); a WorkerPool. Private to cache/.
 //
-// Files: object_cache.cc (the cache directory, start, stats), cache_open.cc
-// (opens, versions, revalidation), cache_read.cc (reads), cache_lease.cc
-// (passthrough leases), cache_warm.cc (fetching a file the Warmer found).
+// Files: object_cache.cc (the cache directory, start, stats, the calls
+// forwarded to a part), cache_open.cc (opens, versions, revalidation),
+// cache_read.cc (reads), cache_warm.cc (fetching a file the Warmer found).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
 // its ReadReply goes (after the reply); the pool fetches for prefetch and
@@ -53,6 +54,7 @@
 #include "cache/prefetcher.h"
 #include "cache/readahead.h"
 #include "cache/resident_chunks.h"
+#include "cache/version_leases.h"
 #include "cache/version_table.h"
 #include "cache/warm_job.h"
 #include "cache/warmer.h"
@@ -195,9 +197,6 @@ class ObjectCacheImpl final : public ObjectCache {
   // served from the cache.
   uint64_t Assemble(const ObjectVersion& v, ReadPlan& plan, ReadReply* out);
 
-  // cache_lease.cc
-  class PinnedVersion;
-
   // cache_warm.cc: fetches a file the Warmer found (Warmer::WarmFile).
   void WarmFile(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
 
@@ -228,6 +227,7 @@ class ObjectCacheImpl final : public ObjectCache {
   const std::shared_ptr<std::atomic<int64_t>> readahead_budget_ =
       std::make_shared<std::atomic<int64_t>>(256ll << 20);
   Prefetcher prefetcher_;
+  VersionLeases leases_;
 
   // Open: one stripe per path hash, so opens of different files revalidate
   // in parallel and two opens of one file do not race. An open stuck in a
