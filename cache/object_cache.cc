@@ -187,6 +187,8 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
                 }));
                 return files;
               }}),
+      reads_(ReadPath::Parts{chunk_size_, index_.get(), store_.get(), resident_, &writer_, &reader_,
+                             &fetch_, &hits_, &prefetcher_, derived_.get(), &counters_}),
       leases_(
           VersionLeases::Parts{chunk_size_, index_.get(), store_.get(), resident_.get(), &writer_,
                                &reader_, &hits_, &prefetcher_, derived_.get(), &counters_},
@@ -211,6 +213,10 @@ Status ObjectCacheImpl::Start() {
   LOG_INFO("cache '{}': {} objects, {} chunks, {} bytes of {} ({} I/O)", options_.dir, m.objects,
            m.chunks, m.usage_bytes, options_.capacity_bytes, io_->Name());
   return Status::OK();
+}
+
+Status ObjectCacheImpl::Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) {
+  return reads_.Read(file, off, len, out);
 }
 
 Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileState& file,

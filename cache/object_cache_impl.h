@@ -7,12 +7,13 @@
 // OriginReader (reading origin files, checking their version); a HitLog; the
 // Evictor and the Warmer (threads); the ChunkFetch (misses: collapsed,
 // read in runs, stored or held unstored); the Prefetcher (reading ahead of
-// readers, into each open's Readahead); VersionLeases (whole files lent for
-// passthrough); a WorkerPool. Private to cache/.
+// readers, into each open's Readahead); the ReadPath (reads: a plan, then a
+// step per case); VersionLeases (whole files lent for passthrough); a
+// WorkerPool. Private to cache/.
 //
 // Files: object_cache.cc (the cache directory, start, stats, the calls
 // forwarded to a part), cache_open.cc (opens, versions, revalidation),
-// cache_read.cc (reads), cache_warm.cc (fetching a file the Warmer found).
+// cache_warm.cc (fetching a file the Warmer found).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
 // its ReadReply goes (after the reply); the pool fetches for prefetch and
@@ -52,6 +53,7 @@
 #include "cache/open_file_state.h"
 #include "cache/origin_reader.h"
 #include "cache/prefetcher.h"
+#include "cache/read_path.h"
 #include "cache/readahead.h"
 #include "cache/resident_chunks.h"
 #include "cache/version_leases.h"
@@ -63,18 +65,6 @@
 #include "util/timed_mutex.h"
 
 namespace stoker {
-
-// What a ReadReply holds on to: chunk pins (so eviction cannot punch its fd
-// ranges), the data file, and fetched buffers.
-struct PinKeepalive : ReadReply::Keepalive {
-  std::shared_ptr<ResidentChunks> resident;
-  std::vector<ChunkKey> pins;
-  std::shared_ptr<DataFile> file;
-  std::vector<ChunkBytes> buffers;
-  ~PinKeepalive() override {
-    for (const auto& k : pins) resident->Unpin(k);
-  }
-};
 
 class ObjectCacheImpl final : public ObjectCache {
  public:
@@ -176,27 +166,6 @@ class ObjectCacheImpl final : public ObjectCache {
   bool OtherDerivation(const std::string& path, const ObjectRecord& r) const;
   void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
 
-  // cache_read.cc: a read is planned (each chunk sorted by where its bytes
-  // come from), then each list is served by a step of its own.
-  struct ReadPlan;
-  // Read without a derived file's check of its ranges.
-  Status ReadVersion(OpenFileState& file, uint64_t off, size_t len, ReadReply* out);
-  // Pins what is cached and verified (served from the data file), takes
-  // what the read-ahead holds, claims the checks of stored chunks not yet
-  // verified, and lists what others are checking and what is missing.
-  ReadPlan PlanRead(OpenFileState& file, const ChunkSpan& span);
-  // Checks the claimed chunks against their records (reading them once, and
-  // serving those bytes); a bad one, or a data file gone, becomes missing.
-  void CheckUnverified(const ObjectVersion& v, ReadPlan& plan);
-  // Waits for the checks others hold; what they did not keep becomes missing.
-  void AwaitChecks(OpenFileState& file, ReadPlan& plan);
-  // Takes missing chunks from the read-ahead, else fetches them from the
-  // origin (their stores put off into deferred).
-  Status FetchMissing(OpenFileState& file, ReadPlan& plan, ChunkFetch::DeferredStores* deferred);
-  // Appends the span's segments to out, counting hits; returns the bytes
-  // served from the cache.
-  uint64_t Assemble(const ObjectVersion& v, ReadPlan& plan, ReadReply* out);
-
   // cache_warm.cc: fetches a file the Warmer found (Warmer::WarmFile).
   void WarmFile(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
 
@@ -227,6 +196,7 @@ class ObjectCacheImpl final : public ObjectCache {
   const std::shared_ptr<std::atomic<int64_t>> readahead_budget_ =
       std::make_shared<std::atomic<int64_t>>(256ll << 20);
   Prefetcher prefetcher_;
+  ReadPath reads_;
   VersionLeases leases_;
 
   // Open: one stripe per path hash, so opens of different files revalidate
