@@ -16,7 +16,7 @@ nlohmann::json ObjectCacheImpl::WarmStatus(uint64_t id) { return warmer_.JobStat
 
 void ObjectCacheImpl::WarmFile(const std::string& path, uint64_t size,
                                const std::shared_ptr<WarmJob>& job) {
-  auto opened = OpenAs(path, false, Opener::kWarm);
+  auto opened = opener_.Open(path, false, Opener::kWarm);
   if (!opened.ok()) {
     LOG_WARN("warm '{}': {}", path, opened.status().message());
     counters_.warm_files_done++;

@@ -33,14 +33,7 @@ class ChunkFetchTest : public ::testing::Test {
   std::shared_ptr<ObjectVersion> Write(const std::string& path, uint64_t size, uint64_t id) {
     data_ = Pattern(size, static_cast<uint32_t>(id));
     WriteFile(dir_.Sub(path), data_);
-    auto st = origin_->Stat(path);
-    STOKER_CHECK(st.ok(), "stat");
-    auto v = parts_.Version(id, size);
-    v->path = path;
-    v->identity = IdentityFromStat(*st);
-    MutexLock l(v->at_mu);
-    v->at_origin = v->identity;
-    return v;
+    return testing::VersionAt(parts_, *origin_, path, id);
   }
   std::string Chunk(uint64_t idx) const { return data_.substr(idx * kChunk, kChunk); }
   static std::string Str(const ChunkBytes& b) { return std::string(b.data.get(), b.len); }

@@ -1,6 +1,8 @@
 // The SSD tier's parts below the ObjectCache, assembled over a scratch
 // directory for the unit tests of ChunkWriter and Evictor: a real RocksDB
-// index, real data files, the quota and pins. Test code only.
+// index, real data files, the quota and pins (ChunkParts); and the fetch
+// parts above them, for the tests of what reads and lends (FetchParts).
+// Test code only.
 #pragma once
 
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "cache/cache_stats.h"
+#include "cache/chunk_fetch.h"
 #include "cache/chunk_index.h"
 #include "cache/chunk_reader.h"
 #include "cache/chunk_store.h"
@@ -22,7 +25,10 @@
 #include "cache/index_size.h"
 #include "cache/io/io_backend.h"
 #include "cache/object_version.h"
+#include "cache/open_file_state.h"
 #include "cache/origin/local/local_origin.h"
+#include "cache/origin_reader.h"
+#include "cache/prefetcher.h"
 #include "cache/resident_chunks.h"
 #include "util/test_files.h"
 
@@ -164,6 +170,71 @@ struct ChunkParts {
   std::unique_ptr<ChunkWriter> writer;
   std::unique_ptr<ChunkReader> reader;
   std::unique_ptr<Evictor> evictor;
+};
+
+// A version of origin's file path as the cache would have made it (object
+// id id), at the origin as it is now.
+inline std::shared_ptr<ObjectVersion> VersionAt(ChunkParts& parts, Origin& origin,
+                                                const std::string& path, uint64_t id) {
+  auto st = origin.Stat(path);
+  STOKER_CHECK(st.ok(), "stat");
+  auto v = parts.Version(id, static_cast<uint64_t>(st->st_size));
+  v->path = path;
+  v->identity = IdentityFromStat(*st);
+  MutexLock l(v->at_mu);
+  v->at_origin = v->identity;
+  return v;
+}
+
+// The tests' store of recent bytes (readahead, unstored chunks), shared by
+// every part a test makes.
+inline std::shared_ptr<RecentBytes> TestRecentBytes() {
+  static const auto recent = std::make_shared<RecentBytes>(RecentBytes::Limits{});
+  return recent;
+}
+
+// A Readahead for an open file, in the tests' shared store.
+inline std::shared_ptr<Readahead> NewReadahead() {
+  return std::make_shared<Readahead>(TestRecentBytes());
+}
+
+// An open of v as the cache makes one, its misses read from origin (null:
+// it reads none). derived: a decoded view's file.
+inline std::shared_ptr<OpenFileState> OpenOf(std::shared_ptr<ObjectVersion> v,
+                                             std::shared_ptr<Origin> origin, bool derived = false) {
+  auto handle = std::make_shared<OriginHandle>(std::move(origin), v->path);
+  return std::make_shared<OpenFileState>(std::move(v), std::move(handle), NewReadahead(), derived,
+                                         /*window=*/0, ChunkParts::kChunk);
+}
+
+// The parts above ChunkParts that reads and leases use: an OriginReader and
+// a ChunkFetch that read through derived (the origin, or what derives from
+// it), and a Prefetcher that reads nothing ahead (prefetch_bytes 0; never
+// started).
+struct FetchParts {
+  static constexpr uint64_t kChunk = ChunkParts::kChunk;
+
+  FetchParts(ChunkParts& parts, DerivedSource* derived)
+      : origin_reader(OriginReader::Parts{kChunk, parts.index.get(), derived, &parts.counters}),
+        fetch(ChunkFetch::Parts{kChunk, &origin_reader, parts.writer.get(), parts.reader.get(),
+                                derived, &parts.counters, TestRecentBytes().get()},
+              16),
+        prefetcher(NoReadahead(), Prefetcher::Parts{kChunk, parts.index.get(), parts.store.get(),
+                                                    parts.quota.get(), &parts.resident,
+                                                    parts.writer.get(), parts.reader.get(), &fetch,
+                                                    derived, &parts.counters, nullptr, nullptr}) {}
+
+  static CacheOptions NoReadahead() {
+    CacheOptions o;
+    o.chunk_size = kChunk;
+    o.prefetch_bytes = 0;
+    o.dir_prefetch_files = 0;
+    return o;
+  }
+
+  OriginReader origin_reader;
+  ChunkFetch fetch;
+  Prefetcher prefetcher;
 };
 
 }  // namespace stoker::testing

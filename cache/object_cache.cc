@@ -1,6 +1,6 @@
 // ObjectCache: opening a cache directory (the index, the store, reclaiming
-// a crashed predecessor's writes), starting and stopping, stats. Opens of
-// files: cache_open.cc.
+// a crashed predecessor's writes), the parts put together, starting and
+// stopping, stats; each other call forwarded to the part that does it.
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -175,21 +175,32 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
       fetch_(ChunkFetch::Parts{chunk_size_, &origin_reader_, &writer_, &reader_, derived_.get(),
                                &counters_, recent_.get()},
              Prefetcher::ReadaheadLimit(options_)),
-      prefetcher_(
-          options_,
-          Prefetcher::Parts{
-              chunk_size_, index_.get(), store_.get(), &quota_, resident_.get(), &writer_, &reader_,
-              &fetch_, derived_.get(), &counters_,
-              [this](const std::string& path) { return OpenAs(path, false, Opener::kPrefetch); },
-              [this](const std::string& dir) -> Result<std::vector<std::string>> {
-                std::vector<std::string> files;
-                const size_t most = DirScan::Options{}.max_entries + 1;
-                STOKER_RETURN_IF_ERROR(origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
-                  if (S_ISREG(e.st.st_mode)) files.push_back(e.name);
-                  return files.size() < most;
-                }));
-                return files;
-              }}) {
+      prefetcher_(options_,
+                  Prefetcher::Parts{
+                      chunk_size_, index_.get(), store_.get(), &quota_, resident_.get(), &writer_,
+                      &reader_, &fetch_, derived_.get(), &counters_,
+                      [this](const std::string& path) {
+                        return opener_.Open(path, false, Opener::kPrefetch);
+                      },
+                      [this](const std::string& dir) -> Result<std::vector<std::string>> {
+                        std::vector<std::string> files;
+                        const size_t most = DirScan::Options{}.max_entries + 1;
+                        STOKER_RETURN_IF_ERROR(origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
+                          if (S_ISREG(e.st.st_mode)) files.push_back(e.name);
+                          return files.size() < most;
+                        }));
+                        return files;
+                      }}),
+      opener_(options_,
+              FileOpener::Parts{chunk_size_, origin_, derived_.get(), index_.get(), &versions_,
+                                &writer_, &evictor_, &counters_,
+                                [this] { return std::make_shared<Readahead>(recent_); }}),
+      reads_(ReadPath::Parts{chunk_size_, index_.get(), store_.get(), resident_, &writer_, &reader_,
+                             &fetch_, &hits_, &prefetcher_, derived_.get(), &counters_}),
+      leases_(
+          VersionLeases::Parts{chunk_size_, index_.get(), store_.get(), resident_.get(), &writer_,
+                               &reader_, &hits_, &prefetcher_, derived_.get(), &counters_},
+          options_.verify_at_open_bytes) {
   quota_.SetCommitted(index_->meta().usage_bytes);
   index_size_.Measure();
   writer_.MeasureDisk();
@@ -210,6 +221,50 @@ Status ObjectCacheImpl::Start() {
   LOG_INFO("cache '{}': {} objects, {} chunks, {} bytes of {} ({} I/O)", options_.dir, m.objects,
            m.chunks, m.usage_bytes, options_.capacity_bytes, io_->Name());
   return Status::OK();
+}
+
+Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool force) {
+  Result<Opened> opened = opener_.Open(path, force, Opener::kFs);
+  if (opened.ok()) prefetcher_.AfterOpen(path);
+  return opened;
+}
+
+Result<ObjectCache::Opened> ObjectCacheImpl::OpenForDerived(const std::string& path) {
+  return opener_.Open(path, false, Opener::kForDerived);
+}
+
+std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bool origin_failed) {
+  return opener_.HeldAttr(path, origin_failed);
+}
+
+std::shared_lock<std::shared_mutex> ObjectCacheImpl::HoldServe(OpenFileState& file) {
+  return std::shared_lock<std::shared_mutex>(file.version->serving);
+}
+
+Result<std::optional<std::string>> ObjectCacheImpl::GetDerived(const OpenFileState& file,
+                                                               const std::string& name) {
+  return index_->GetDerived(file.version->key, name);
+}
+
+Status ObjectCacheImpl::PutDerived(const OpenFileState& file, const std::string& name,
+                                   const std::string& value) {
+  // A record put after the version's drop finished would stay behind it.
+  if (file.version->superseded || file.version->uncached) return Status::OK();
+  return index_->PutDerived(file.version->key, name, value);
+}
+
+Status ObjectCacheImpl::Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) {
+  return reads_.Read(file, off, len, out);
+}
+
+Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileState& file,
+                                                                    LeaseRefusal* why) {
+  return leases_.LeaseWhole(file, why);
+}
+
+std::unique_ptr<WholeFileLease> ObjectCacheImpl::HoldVersion(uint64_t object_id, uint64_t version,
+                                                             uint64_t chunks) {
+  return leases_.HoldVersion(object_id, version, chunks);
 }
 
 ObjectCacheImpl::~ObjectCacheImpl() {

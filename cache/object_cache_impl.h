@@ -1,37 +1,38 @@
 // ObjectCacheImpl: the ObjectCache of cache/object_cache.h, composed of
-// parts with headers of their own: a ChunkIndex (RocksDB) and a ChunkStore
-// (data files); ResidentChunks (pins, latches, verified once per process);
-// an EvictionPolicy + Quota and IndexSize; the VersionTable (which version
-// of each path is served); the ChunkWriter (every write and removal of a
-// chunk) and the ChunkReader (reading back, checking once); the
-// OriginReader (reading origin files, checking their version); a HitLog; the
-// Evictor and the Warmer (threads); the ChunkFetch (misses: collapsed,
-// read in runs, stored or held unstored); the Prefetcher (reading ahead of
-// readers, into each open's Readahead); a WorkerPool. Private to cache/.
+// parts with headers of their own, and nothing else: each ObjectCache call
+// is forwarded to the part that does it. The parts: a ChunkIndex (RocksDB)
+// and a ChunkStore (data files); ResidentChunks (pins, latches, verified
+// once per process); an EvictionPolicy + Quota and IndexSize; the
+// VersionTable (which version of each path is served); the ChunkWriter
+// (every write and removal of a chunk) and the ChunkReader (reading back,
+// checking once); the OriginReader (reading origin files, checking their
+// version); a HitLog; the Evictor and the Warmer (threads); the ChunkFetch
+// (misses: collapsed, read in runs, stored or held unstored); the
+// Prefetcher (reading ahead of readers, into each open's Readahead); the
+// FileOpener (opens: versions, revalidation, held attributes); the ReadPath
+// (reads: a plan, then a step per case); VersionLeases (whole files lent
+// for passthrough); a WorkerPool. Private to cache/.
 //
-// Files: object_cache.cc (the cache directory, start, stats), cache_open.cc
-// (opens, versions, revalidation), cache_read.cc (reads), cache_lease.cc
-// (passthrough leases), cache_warm.cc (fetching a file the Warmer found).
+// Files: object_cache.cc (the cache directory, the parts put together,
+// start, stats, the forwarding), cache_warm.cc (fetching a file the Warmer
+// found).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
 // its ReadReply goes (after the reply); the pool fetches for prefetch and
 // warm; the Evictor's thread evicts, flushes batched hits, drops old
 // versions and re-measures the index; the Warmer's thread walks directories.
 //
-// Lock order (outer first): derived stripe -> open stripe -> the parts'
-// locks; the parts' locks are leaves.
+// Lock order (outer first): the FileOpener's stripes (derived -> plain) ->
+// ObjectVersion::serving -> the other parts' locks, which are leaves (each
+// part's header says its own).
 #pragma once
 
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <memory>
-#include <optional>
 #include <shared_mutex>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "cache/cache_dir_lock.h"
@@ -43,6 +44,7 @@
 #include "cache/chunk_writer.h"
 #include "cache/eviction.h"
 #include "cache/evictor.h"
+#include "cache/file_opener.h"
 #include "cache/hit_log.h"
 #include "cache/index_size.h"
 #include "cache/io/io_backend.h"
@@ -51,29 +53,18 @@
 #include "cache/open_file_state.h"
 #include "cache/origin_reader.h"
 #include "cache/prefetcher.h"
+#include "cache/read_path.h"
 #include "cache/readahead.h"
 #include "cache/recent_bytes.h"
 #include "cache/resident_chunks.h"
+#include "cache/version_leases.h"
 #include "cache/version_table.h"
 #include "cache/warm_job.h"
 #include "cache/warmer.h"
 #include "cache/worker_pool.h"
 #include "util/mutex.h"
-#include "util/timed_mutex.h"
 
 namespace stoker {
-
-// What a ReadReply holds on to: chunk pins (so eviction cannot punch its fd
-// ranges), the data file, and fetched buffers.
-struct PinKeepalive : ReadReply::Keepalive {
-  std::shared_ptr<ResidentChunks> resident;
-  std::vector<ChunkKey> pins;
-  std::shared_ptr<DataFile> file;
-  std::vector<ChunkBytes> buffers;
-  ~PinKeepalive() override {
-    for (const auto& k : pins) resident->Unpin(k);
-  }
-};
 
 class ObjectCacheImpl final : public ObjectCache {
  public:
@@ -121,85 +112,6 @@ class ObjectCacheImpl final : public ObjectCache {
   RecentBytes& recent() override { return *recent_; }
 
  private:
-  using ObjectEntry = VersionTable::Entry;
-  // Who opens: fs/ (a reader), or the cache itself (a view opening its raw
-  // file, a prefetch, a warm), which must neither report a change nor claim
-  // the kernel holds pages.
-  enum class Opener { kFs, kForDerived, kPrefetch, kWarm };
-  // Whom an opener works for (what a derived path's Stat makes, it makes at
-  // that priority: DerivedSource::StatFor).
-  static Urgency UrgencyOf(Opener who);
-  // Under the path's stripe lock: this process's entry, else the index's
-  // record; either given as it is (HeldWithoutAsking) or revalidated with
-  // the origin (Revalidate); FinishOpen makes the Opened and keeps the entry.
-  Result<Opened> OpenAs(const std::string& path, bool force_revalidate, Opener who);
-  // What OpenAs knows of a path before asking the origin.
-  struct OpenLookup {
-    std::optional<ObjectEntry> entry;   // this process's (none if unrecorded)
-    std::optional<ObjectRecord> known;  // the entry's record, else the index's
-    bool unrecorded = false;            // the entry was not in the index (disk full)
-    bool other = false;                 // known is another derivation's: never served
-  };
-  // Fills l->known from the index where l has no entry (an undecodable
-  // record is dropped: nothing known).
-  Status LookUpRecord(const std::string& path, OpenLookup* l);
-  // The entry to give without asking the origin: validated within
-  // --revalidate by an earlier process, or held while the origin backs off
-  // (counts revalidations_skipped); nullopt: ask.
-  std::optional<ObjectEntry> HeldWithoutAsking(const std::string& path, const OpenLookup& l);
-  // Asks the origin: the same version (revalidated), a changed one (a new
-  // version; *changed), a new file, or what is held while it is
-  // unreachable; ENOENT forgets the path.
-  Result<ObjectEntry> Revalidate(const std::string& path, OpenLookup& l, Opener who, bool* changed);
-  Opened FinishOpen(const std::string& path, Opener who, ObjectEntry entry, bool changed);
-  Status FailOpen(const Status& s);
-  // Whether v, held whole, is to be given without asking the origin
-  // (Origin::backoff()).
-  bool OriginBackingOff(const ObjectVersion& v);
-  // Whether every chunk of v is in the index.
-  bool HeldWhole(const ObjectVersion& v);
-  // An open whose stripe is taken while the origin is unreachable: the
-  // version the cache holds whole, without remembering the open (the stripe
-  // holder may be about to replace that version); else ETIMEDOUT.
-  Result<Opened> OpenHeldUnlocked(const std::string& path);
-
-  // rec as a version the index does not hold (ObjectVersion::uncached),
-  // after recording it failed with ENOSPC.
-  ObjectEntry UncachedEntry(const std::string& path, ObjectRecord rec, const Status& why);
-  // Whether an identity checked at validated_ns (realtime) is still within
-  // --revalidate (never with 0).
-  bool ValidatedWithinWindow(int64_t validated_ns) const;
-  // A derived path's index record made under other derivation options (a
-  // view remounted with another dct, channels or decoder), or a plain
-  // path's record of a derived file: not what the path holds now, however
-  // recently it was validated. Every use of an index record checks it.
-  bool OtherDerivation(const std::string& path, const ObjectRecord& r) const;
-  void Supersede(const std::shared_ptr<ObjectVersion>& v, const VersionKey& key);
-
-  // cache_read.cc: a read is planned (each chunk sorted by where its bytes
-  // come from), then each list is served by a step of its own.
-  struct ReadPlan;
-  // Read without a derived file's check of its ranges.
-  Status ReadVersion(OpenFileState& file, uint64_t off, size_t len, ReadReply* out);
-  // Pins what is cached and verified (served from the data file), takes
-  // what the read-ahead holds, claims the checks of stored chunks not yet
-  // verified, and lists what others are checking and what is missing.
-  ReadPlan PlanRead(OpenFileState& file, const ChunkSpan& span);
-  // Checks the claimed chunks against their records (reading them once, and
-  // serving those bytes); a bad one, or a data file gone, becomes missing.
-  void CheckUnverified(const ObjectVersion& v, ReadPlan& plan);
-  // Waits for the checks others hold; what they did not keep becomes missing.
-  void AwaitChecks(OpenFileState& file, ReadPlan& plan);
-  // Takes missing chunks from the read-ahead, else fetches them from the
-  // origin (their stores put off into deferred).
-  Status FetchMissing(OpenFileState& file, ReadPlan& plan, ChunkFetch::DeferredStores* deferred);
-  // Appends the span's segments to out, counting hits; returns the bytes
-  // served from the cache.
-  uint64_t Assemble(const ObjectVersion& v, ReadPlan& plan, ReadReply* out);
-
-  // cache_lease.cc
-  class PinnedVersion;
-
   // cache_warm.cc: fetches a file the Warmer found (Warmer::WarmFile).
   void WarmFile(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
 
@@ -231,17 +143,10 @@ class ObjectCacheImpl final : public ObjectCache {
   Warmer warmer_;
   ChunkFetch fetch_;
   Prefetcher prefetcher_;
-
-  // Open: one stripe per path hash, so opens of different files revalidate
-  // in parallel and two opens of one file do not race. An open stuck in a
-  // hung origin holds its stripe for as long as the origin hangs, so while
-  // the origin is unreachable an open that cannot get its stripe is answered
-  // from what the cache holds (OpenHeldUnlocked) instead of waiting.
-  std::array<TimedMutex, 64> open_stripes_;
-  // Derived paths (DerivedSource::IsDerived) lock these, and may then take a plain
-  // stripe while opening their source: derived -> plain, never back.
-  std::array<TimedMutex, 64> derived_stripes_;
   VersionTable versions_{chunk_size_, options_.max_object_entries};
+  FileOpener opener_;
+  ReadPath reads_;
+  VersionLeases leases_;
 
   // Declared last: destroyed (stopped) first.
   std::unique_ptr<WorkerPool> pool_;

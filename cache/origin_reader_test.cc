@@ -34,16 +34,7 @@ class OriginReaderTest : public ::testing::Test {
   }
   // A version of path as the origin has it now.
   std::shared_ptr<ObjectVersion> VersionOf(const std::string& path, uint64_t id) {
-    auto st = origin_->Stat(path);
-    STOKER_CHECK(st.ok(), "stat");
-    auto v = parts_.Version(id, static_cast<uint64_t>(st->st_size));
-    v->path = path;
-    v->identity = IdentityFromStat(*st);
-    {
-      MutexLock l(v->at_mu);
-      v->at_origin = v->identity;
-    }
-    return v;
+    return testing::VersionAt(parts_, *origin_, path, id);
   }
   // Sets path's mtime (and so its identity's) to sec.
   void SetMtime(const std::string& path, time_t sec) {

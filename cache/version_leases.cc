@@ -1,12 +1,10 @@
-// ObjectCache leases: a version's whole data file, pinned, for a reader that
-// reads it without the cache (FUSE passthrough; see WholeFileLease).
+#include "cache/version_leases.h"
+
 #include <sys/stat.h>
 
-#include <algorithm>
+#include <vector>
 
-#include "cache/object_cache_impl.h"
 #include "util/log.h"
-#include "util/mutex.h"
 
 namespace stoker {
 
@@ -33,14 +31,19 @@ const char* LeaseRefusalName(LeaseRefusal why) {
 }
 
 // The pins of chunks [0, pinned) of one version, and its data file.
-class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
+class VersionLeases::PinnedVersion final : public WholeFileLease {
  public:
-  PinnedVersion(ObjectCacheImpl* cache, VersionKey key, uint64_t chunks, uint64_t size)
-      : cache_(cache), key_(key), chunks_(chunks), size_(size) {}
+  PinnedVersion(const Parts& parts, VersionKey key, uint64_t chunks, uint64_t size)
+      : resident_(parts.resident),
+        hits_(parts.hits),
+        key_(key),
+        chunks_(chunks),
+        size_(size),
+        skipped_(chunks, 0) {}
   ~PinnedVersion() override {
     for (uint64_t i = 0; i < pinned_; ++i) {
       if (skipped_[i]) continue;
-      cache_->resident_->Unpin(ChunkKey{key_.object_id, key_.version, i});
+      resident_->Unpin(ChunkKey{key_.object_id, key_.version, i});
     }
   }
   int fd() const override { return file_ ? file_->fd() : -1; }
@@ -50,11 +53,12 @@ class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
   uint64_t size() const override { return size_; }
   void CountOpen() override {
     for (uint64_t i = 0; i < chunks_; ++i) {
-      cache_->hits_.RecordHit(ChunkKey{key_.object_id, key_.version, i});
+      hits_->RecordHit(ChunkKey{key_.object_id, key_.version, i});
     }
   }
 
-  ObjectCacheImpl* const cache_;
+  ResidentChunks* const resident_;
+  HitLog* const hits_;
   const VersionKey key_;
   const uint64_t chunks_;
   const uint64_t size_;
@@ -63,8 +67,8 @@ class ObjectCacheImpl::PinnedVersion final : public WholeFileLease {
   std::shared_ptr<DataFile> file_;
 };
 
-Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileState& f,
-                                                                    LeaseRefusal* why) {
+Result<std::unique_ptr<WholeFileLease>> VersionLeases::LeaseWhole(OpenFileState& f,
+                                                                  LeaseRefusal* why) {
   const std::shared_ptr<ObjectVersion>& v = f.version;
   auto refuse = [&](LeaseRefusal r) -> Status {
     *why = r;
@@ -73,10 +77,9 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (v->uncached) return refuse(LeaseRefusal::kUncached);
   if (v->superseded) return refuse(LeaseRefusal::kStale);
   if (v->chunks == 0) return refuse(LeaseRefusal::kEmpty);
-  if (writer_.UsesSlab(*v)) return refuse(LeaseRefusal::kSlab);
-  prefetcher_.AwaitVerifyAhead(v->key);  // rather than check the same chunks twice
-  auto lease = std::make_unique<PinnedVersion>(this, v->key, v->chunks, v->identity.size);
-  lease->skipped_.assign(v->chunks, 0);
+  if (p_.writer->UsesSlab(*v)) return refuse(LeaseRefusal::kSlab);
+  p_.prefetcher->AwaitVerifyAhead(v->key);  // rather than check the same chunks twice
+  auto lease = std::make_unique<PinnedVersion>(p_, v->key, v->chunks, v->identity.size);
   // A verified chunk is in its place (a latch clears the bit first), so
   // the index need not be asked; a pin keeps it there.
   std::vector<ChunkToCheck> to_check;
@@ -84,35 +87,35 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
     const ChunkKey key{v->key.object_id, v->key.version, i};
     bool verified = false;
     SlotRef slot;
-    if (!resident_->TryPin(key, &verified, &slot)) {
+    if (!p_.resident->TryPin(key, &verified, &slot)) {
       lease->skipped_[i] = 1;
       return refuse(LeaseRefusal::kNotCached);  // the evictor holds it
     }
     lease->pinned_ = i + 1;
     if (slot.valid()) return refuse(LeaseRefusal::kSlab);
     if (verified) continue;
-    auto rec = index_->GetChunk(key);
+    auto rec = p_.index->GetChunk(key);
     if (!rec.ok() || !*rec || (*rec)->slot.valid() ||
-        (*rec)->len != ChunkLength(v->identity.size, chunk_size_, i)) {
+        (*rec)->len != ChunkLength(v->identity.size, p_.chunk_size, i)) {
       return refuse(LeaseRefusal::kNotCached);
     }
-    if (v->identity.size > options_.verify_at_open_bytes) {
+    if (v->identity.size > verify_at_open_bytes_) {
       return refuse(LeaseRefusal::kNotVerified);
     }
     to_check.push_back({i, (*rec)->xxh3, {}});
   }
-  Result<std::shared_ptr<DataFile>> file = store_->Get(v->key, /*create=*/false);
+  Result<std::shared_ptr<DataFile>> file = p_.store->Get(v->key, /*create=*/false);
   if (!file.ok()) return refuse(LeaseRefusal::kDataFile);
   if (!to_check.empty()) {
     // First open in this process of a file held whole: check it now, as a
     // read would, through the page cache the kernel will read it from.
-    std::vector<char> good = reader_.CheckInBatches(*v, **file, to_check);
+    std::vector<char> good = p_.reader->CheckInBatches(*v, **file, to_check);
     bool all = true;
     for (size_t i = 0; i < good.size(); ++i) {
       if (!good[i]) lease->skipped_[to_check[i].idx] = 1;  // Check unpinned it
       all = all && good[i];
     }
-    counters_.chunks_verified_at_open += to_check.size();
+    p_.counters->chunks_verified_at_open += to_check.size();
     if (!all) return refuse(LeaseRefusal::kNotVerified);
   }
   struct stat st;
@@ -125,21 +128,20 @@ Result<std::unique_ptr<WholeFileLease>> ObjectCacheImpl::LeaseWhole(OpenFileStat
   if (v->superseded) return refuse(LeaseRefusal::kStale);
   // A view file's records that did not decode read as EIO, which only a
   // read through the cache can say.
-  if (f.derived && derived_->HasUnreadableRanges(v->path)) {
+  if (f.derived && p_.derived->HasUnreadableRanges(v->path)) {
     return refuse(LeaseRefusal::kViewErrors);
   }
   lease->file_ = std::move(file).value();
   return std::unique_ptr<WholeFileLease>(std::move(lease));
 }
 
-std::unique_ptr<WholeFileLease> ObjectCacheImpl::HoldVersion(uint64_t object_id, uint64_t version,
-                                                             uint64_t chunks) {
-  auto lease = std::make_unique<PinnedVersion>(this, VersionKey{object_id, version}, chunks, 0);
-  lease->skipped_.assign(chunks, 0);
+std::unique_ptr<WholeFileLease> VersionLeases::HoldVersion(uint64_t object_id, uint64_t version,
+                                                           uint64_t chunks) {
+  auto lease = std::make_unique<PinnedVersion>(p_, VersionKey{object_id, version}, chunks, 0);
   uint64_t missed = 0;
   for (uint64_t i = 0; i < chunks; ++i) {
     bool verified = false;
-    if (!resident_->TryPin(ChunkKey{object_id, version, i}, &verified)) {
+    if (!p_.resident->TryPin(ChunkKey{object_id, version, i}, &verified)) {
       lease->skipped_[i] = 1;
       missed++;
     }
