@@ -35,7 +35,7 @@ bool RecentBytes::Hold(const Key& key, const ChunkBytes& bytes, size_t max_in_gr
   MutexLock l(mu_);
   if (entries_.count(key)) return false;
   const Key first{key.kind, key.a, key.b, 0};
-  auto in_group = [&](Map::iterator it) {
+  auto in_group = [&](Map::iterator it) REQUIRES(mu_) {
     return it != entries_.end() && it->first.kind == key.kind && it->first.a == key.a &&
            it->first.b == key.b;
   };
