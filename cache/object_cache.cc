@@ -191,10 +191,9 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
                         }));
                         return files;
                       }}),
-      opener_(options_,
-              FileOpener::Parts{chunk_size_, origin_, derived_.get(), index_.get(), &versions_,
-                                &writer_, &evictor_, &counters_,
-                                [this] { return std::make_shared<Readahead>(recent_); }}),
+      opener_(options_, FileOpener::Parts{chunk_size_, origin_, derived_.get(), index_.get(),
+                                          &versions_, &writer_, &evictor_, &counters_,
+                                          [this] { return std::make_shared<Readahead>(recent_); }}),
       reads_(ReadPath::Parts{chunk_size_, index_.get(), store_.get(), resident_, &writer_, &reader_,
                              &fetch_, &hits_, &prefetcher_, derived_.get(), &counters_}),
       leases_(
