@@ -169,9 +169,7 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
       evictor_(Evictor::Parts{chunk_size_, index_.get(), store_.get(), &quota_, &policy_,
                               resident_.get(), &writer_, &hits_, &index_size_, &counters_}),
       warmer_(origin_.get(), derived_.get(), &counters_, kMaxWarmJobs,
-              [this](const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job) {
-                WarmFile(path, size, job);
-              }),
+              [this](const std::string& path) { return WarmFile(path); }),
       fetch_(ChunkFetch::Parts{chunk_size_, &origin_reader_, &writer_, &reader_, derived_.get(),
                                &counters_, recent_.get()},
              Prefetcher::ReadaheadLimit(options_)),

@@ -112,8 +112,9 @@ class ObjectCacheImpl final : public ObjectCache {
   RecentBytes& recent() override { return *recent_; }
 
  private:
-  // cache_warm.cc: fetches a file the Warmer found (Warmer::WarmFile).
-  void WarmFile(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
+  // cache_warm.cc: fetches a file the Warmer found whole (Warmer::WarmFile):
+  // opened as a warm, filled by the Prefetcher.
+  Status WarmFile(const std::string& path);
 
   const CacheOptions options_;
   // Bytes made recently and wanted again soon: readahead, unstored chunks,

@@ -59,6 +59,15 @@ void Prefetcher::PrefetchRange(const std::shared_ptr<ObjectVersion>& v,
   if (!s.ok()) LOG_DEBUG("prefetch of '{}': {}", v->path, s.message());
 }
 
+Status Prefetcher::FillFile(const OpenFileState& file, Fill fill, FetchTally* tally) {
+  const uint64_t step = std::max<uint64_t>(1, (8ull << 20) / p_.chunk_size);
+  for (uint64_t first = 0; first < file.version->chunks; first += step) {
+    STOKER_RETURN_IF_ERROR(
+        FillRange(file.version, *file.origin, first, first + step, tally, nullptr, fill));
+  }
+  return Status::OK();
+}
+
 Status Prefetcher::FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
                              uint64_t first, uint64_t end, FetchTally* tally, Readahead* readahead,
                              Fill fill) {

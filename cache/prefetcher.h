@@ -89,6 +89,10 @@ class Prefetcher {
   Status FillRange(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin, uint64_t first,
                    uint64_t end, FetchTally* tally, Readahead* readahead, Fill fill);
 
+  // Fetches whatever is missing of the whole file, a FillRange of 8 MiB at
+  // a time (a warm); stops at the first error.
+  Status FillFile(const OpenFileState& file, Fill fill, FetchTally* tally);
+
   // Waits while VerifyAhead checks version key.
   void AwaitVerifyAhead(const VersionKey& key);
 

@@ -112,6 +112,17 @@ void Warmer::Loop() {
   }
 }
 
+void Warmer::WarmOne(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job) {
+  Status s = warm_file_(path);
+  counters_->warm_files_done++;
+  if (s.ok()) {
+    job->Done(size);
+    return;
+  }
+  LOG_WARN("warm '{}': {}", path, s.message());
+  job->Failed(path, s.message());
+}
+
 void Warmer::Walk(Entry entry) {
   const std::shared_ptr<WarmJob>& job = entry.job;
   bool counted = entry.counted;
@@ -120,7 +131,7 @@ void Warmer::Walk(Entry entry) {
     counted = false;
     job->Found(size);
     if (!pool_->Submit(WorkerPool::Priority::kLow,
-                       [this, p, size, job] { warm_file_(p, size, job); })) {
+                       [this, p, size, job] { WarmOne(p, size, job); })) {
       counters_->warm_files_queued--;
       job->Failed(p, "the daemon is stopping");
     }

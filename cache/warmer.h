@@ -29,10 +29,9 @@ namespace stoker {
 
 class Warmer {
  public:
-  // Fetches one file found by a walk (on a pool thread), counts it in
-  // warm_files_done and tells job how it went.
-  using WarmFile = std::function<void(const std::string& path, uint64_t size,
-                                      const std::shared_ptr<WarmJob>& job)>;
+  // Fetches one file found by a walk whole (on a pool thread); the warmer
+  // counts it in warm_files_done and tells its job how it went.
+  using WarmFile = std::function<Status(const std::string& path)>;
   // origin, derived, counters outlive the warmer.
   Warmer(Origin* origin, DerivedSource* derived, CacheCounters* counters, size_t max_jobs,
          WarmFile warm_file);
@@ -67,6 +66,9 @@ class Warmer {
   void Loop();
   // Walks one root, handing its files to the pool.
   void Walk(Entry entry);
+  // A file the walk queued, on a pool thread: warm_file_, then the count
+  // and the job's account.
+  void WarmOne(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
   bool Stopping();
   // Stat and ReadDir for a warm.
   Result<struct stat> StatForWarm(const std::string& path);

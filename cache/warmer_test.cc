@@ -37,14 +37,10 @@ class WarmerTest : public ::testing::Test {
   // A warmer whose files are "fetched" by being noted.
   std::unique_ptr<Warmer> Make(size_t max_jobs = 8) {
     auto w = std::make_unique<Warmer>(
-        origin_.get(), &nothing_derived_, &counters_, max_jobs,
-        [this](const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job) {
-          {
-            MutexLock l(mu_);
-            warmed_[path] += 1;
-          }
-          counters_.warm_files_done++;
-          job->Done(size);
+        origin_.get(), &nothing_derived_, &counters_, max_jobs, [this](const std::string& path) {
+          MutexLock l(mu_);
+          warmed_[path] += 1;
+          return path == failing_ ? Status::Error(EIO, "origin read failed") : Status::OK();
         });
     w->Start(&pool_);
     return w;
@@ -66,6 +62,7 @@ class WarmerTest : public ::testing::Test {
   WorkerPool pool_{2, 16};
   Mutex mu_;
   std::map<std::string, int> warmed_ GUARDED_BY(mu_);
+  std::string failing_;  // the file whose fetch fails
 };
 
 TEST_F(WarmerTest, AJobWalksItsDirectoriesAndWarmsEachFileOnce) {
@@ -86,6 +83,24 @@ TEST_F(WarmerTest, AJobWalksItsDirectoriesAndWarmsEachFileOnce) {
   }
   EXPECT_EQ(counters_.warm_files_queued.load(), 4u);
   EXPECT_EQ(counters_.warm_files_done.load(), 4u);
+}
+
+TEST_F(WarmerTest, AFileThatFailsIsCountedAndNamedAndTheOthersAreWarmed) {
+  failing_ = "data/sub/b";
+  auto w = Make();
+  auto id = w->StartJob({"data"});
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  ASSERT_TRUE(Finished(*w, *id));
+  nlohmann::json j = w->JobStatus(*id);
+  EXPECT_EQ(j["files_found"], 3);
+  EXPECT_EQ(j["files_done"], 2);
+  EXPECT_EQ(j["bytes_done"], 1 + 3);
+  EXPECT_EQ(j["failures"], 1);
+  ASSERT_EQ(j["failed"].size(), 1u);
+  EXPECT_EQ(j["failed"][0]["path"], "data/sub/b");
+  EXPECT_NE(j["failed"][0]["error"].get<std::string>().find("origin read failed"),
+            std::string::npos);
+  EXPECT_EQ(counters_.warm_files_done.load(), 3u) << "a failed file is done too";
 }
 
 TEST_F(WarmerTest, APathThatIsNotAFileOrDirectoryRefusesTheWholeJob) {
