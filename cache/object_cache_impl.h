@@ -7,15 +7,17 @@
 // (every write and removal of a chunk) and the ChunkReader (reading back,
 // checking once); the OriginReader (reading origin files, checking their
 // version); a HitLog; the Evictor and the Warmer (threads); the ChunkFetch
-// (misses: collapsed, read in runs, stored or held unstored); the
-// Prefetcher (reading ahead of readers, into each open's Readahead); the
+// (misses: collapsed, read in runs, stored or held unstored); RecentBytes
+// (the one bounded store of bytes held for reads to come: readahead,
+// unstored chunks, what views produced); the Prefetcher (reading ahead of
+// readers, into each open's Readahead; filling a warm's files); the
 // FileOpener (opens: versions, revalidation, held attributes); the ReadPath
 // (reads: a plan, then a step per case); VersionLeases (whole files lent
 // for passthrough); a WorkerPool. Private to cache/.
 //
 // Files: object_cache.cc (the cache directory, the parts put together,
-// start, stats, the forwarding), cache_warm.cc (fetching a file the Warmer
-// found).
+// start, stats, the forwarding), cache_warm.cc (a file the Warmer found:
+// opened by the FileOpener, filled by the Prefetcher).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
 // its ReadReply goes (after the reply); the pool fetches for prefetch and
