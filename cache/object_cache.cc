@@ -145,7 +145,8 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
     : options_(p.options),
       recent_(std::make_shared<RecentBytes>(
           RecentBytes::Limits{options_.recent_bytes, options_.recent_bytes / 3 * 2,
-                              std::min(options_.deferred_store_bytes, options_.recent_bytes)})),
+                              std::min(options_.deferred_store_bytes, options_.recent_bytes),
+                              options_.recent_bytes / 6})),
       derived_files_(p.make_derived ? p.make_derived(*this) : Derived{p.origin, nullptr}),
       origin_(derived_files_.ok() ? derived_files_->origin : p.origin),
       derived_(derived_files_.ok() && derived_files_->source != nullptr

@@ -68,7 +68,7 @@ struct CacheOptions {
   // Memory for bytes made recently and wanted again soon (RecentBytes):
   // chunks read ahead for open files (up to two thirds of it), chunks whose
   // store is put off (deferred_store_bytes of it), decoded view records cut
-  // by a read (what is left; they give way first). Crash: memory only,
+  // by a read (a sixth of it; they give way first). Crash: memory only,
   // nothing is lost. Default: 384 MiB.
   uint64_t recent_bytes = 384ull << 20;
   // Bytes of chunks a reader fetched from the origin that may wait to be

@@ -23,8 +23,10 @@ void RecentBytes::EraseLocked(Map::iterator it, std::vector<Entry>* gone) {
   entries_.erase(it);
 }
 
-void RecentBytes::MakeRoomLocked(uint64_t len, std::vector<Entry>* gone) {
-  while (bytes_ + len > limits_.total && !kept_order_.empty()) {
+void RecentBytes::MakeRoomLocked(uint64_t len, bool kept, std::vector<Entry>* gone) {
+  while (!kept_order_.empty() &&
+         (bytes_ + len > limits_.total ||
+          (kept && KindBytesLocked(Kind::kProduced) + len > limits_.produced))) {
     EraseLocked(entries_.find(kept_order_.front()), gone);
   }
 }
@@ -47,7 +49,7 @@ bool RecentBytes::Hold(const Key& key, const ChunkBytes& bytes, size_t max_in_gr
   if (KindBytesLocked(key.kind) + bytes.len > share || bytes_ - kept + bytes.len > limits_.total) {
     return false;
   }
-  MakeRoomLocked(bytes.len, &gone);
+  MakeRoomLocked(bytes.len, false, &gone);
   entries_.emplace(key, Entry{bytes, nullptr, {}});
   bytes_ += bytes.len;
   KindBytesLocked(key.kind) += bytes.len;
@@ -59,8 +61,11 @@ void RecentBytes::Keep(const Key& key, const ChunkBytes& bytes, std::shared_ptr<
   std::vector<Entry> gone;
   MutexLock l(mu_);
   if (auto it = entries_.find(key); it != entries_.end()) EraseLocked(it, &gone);
-  if (bytes_ - KindBytesLocked(Kind::kProduced) + bytes.len > limits_.total) return;
-  MakeRoomLocked(bytes.len, &gone);
+  if (bytes.len > limits_.produced ||
+      bytes_ - KindBytesLocked(Kind::kProduced) + bytes.len > limits_.total) {
+    return;
+  }
+  MakeRoomLocked(bytes.len, true, &gone);
   if (bytes_ + bytes.len > limits_.total) return;
   auto it = entries_.emplace(key, Entry{bytes, std::move(pin), {}}).first;
   it->second.kept = kept_order_.insert(kept_order_.end(), key);

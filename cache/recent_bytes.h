@@ -64,6 +64,11 @@ class RecentBytes {
     uint64_t total = 384ull << 20;      // all entries together
     uint64_t readahead = 256ull << 20;  // kReadahead entries
     uint64_t unstored = 64ull << 20;    // kUnstored entries
+    // kProduced entries. Small: most are records another read already
+    // used (a read that cut a record at its start decodes it too), left to
+    // give way; their buffers go back to the decode pool's free list when
+    // they do.
+    uint64_t produced = 64ull << 20;
   };
   explicit RecentBytes(Limits limits) : limits_(limits) {}
   RecentBytes(const RecentBytes&) = delete;
@@ -79,9 +84,9 @@ class RecentBytes {
   // would be passed once kept entries gave their room.
   bool Hold(const Key& key, const ChunkBytes& bytes, size_t max_in_group = SIZE_MAX);
   // Keeps bytes under key (replacing what it had) while room lasts: the
-  // oldest kept entries go to make room; more than the room left beside
-  // held entries keeps nothing. pin lives as long as the entry (what names
-  // the group, so that its address is not reused meanwhile).
+  // oldest kept entries go to make room, within the bound and the kProduced
+  // share; more than the room left beside held entries keeps nothing. pin lives as long as the
+  // entry (what names the group, so that its address is not reused meanwhile).
   void Keep(const Key& key, const ChunkBytes& bytes, std::shared_ptr<const void> pin = nullptr);
 
   std::optional<ChunkBytes> Get(const Key& key) const;
@@ -104,8 +109,9 @@ class RecentBytes {
   // Takes it out of the map; its bytes go to *gone, released by the caller
   // after the lock.
   void EraseLocked(Map::iterator it, std::vector<Entry>* gone) REQUIRES(mu_);
-  // Drops the oldest kept entries until len more bytes fit under the bound.
-  void MakeRoomLocked(uint64_t len, std::vector<Entry>* gone) REQUIRES(mu_);
+  // Drops the oldest kept entries until len more bytes fit under the bound
+  // (and, for a kept entry, under the kProduced share).
+  void MakeRoomLocked(uint64_t len, bool kept, std::vector<Entry>* gone) REQUIRES(mu_);
   uint64_t& KindBytesLocked(Kind k) REQUIRES(mu_) { return kind_bytes_[static_cast<size_t>(k)]; }
 
   const Limits limits_;

@@ -103,5 +103,18 @@ TEST(RecentBytesTest, KeptBytesGiveWayOldestFirst) {
   EXPECT_EQ(pin.use_count(), 1);
 }
 
+TEST(RecentBytesTest, KeptBytesStayWithinTheirShare) {
+  RecentBytes::Limits l = Limits(1000, 1000, 1000);
+  l.produced = 300;
+  RecentBytes r(l);
+  for (uint64_t i = 0; i < 5; ++i) r.Keep(Key{Kind::kProduced, 1, 0, i}, Bytes(100, 'k'));
+  EXPECT_EQ(r.bytes(Kind::kProduced), 300u) << "the oldest went, though the bound had room";
+  EXPECT_FALSE(r.Contains(Key{Kind::kProduced, 1, 0, 1}));
+  EXPECT_TRUE(r.Contains(Key{Kind::kProduced, 1, 0, 2}));
+  r.Keep(Key{Kind::kProduced, 1, 0, 9}, Bytes(301, 'z'));
+  EXPECT_FALSE(r.Contains(Key{Kind::kProduced, 1, 0, 9})) << "larger than the share";
+  EXPECT_TRUE(r.Contains(Key{Kind::kProduced, 1, 0, 4}));
+}
+
 }  // namespace
 }  // namespace stoker

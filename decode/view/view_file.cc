@@ -409,7 +409,9 @@ class ViewFile final : public OriginFile {
       std::memcpy(buf + (a - rr.off), bytes.data.get() + (a - r.out_offset), b - a);
       if (r.out_end() > rr.end) {
         Keep(i, bytes);
-      } else if (rr.kept[i - rr.first]) {
+      } else if (rr.kept[i - rr.first] || r.out_offset < rr.off) {
+        // Done with: also when this read decoded it too (a read that cut
+        // it at its end ran at the same time, and keeps it).
         p_.reader->recent().Drop(KeptKey(i));
       }
     }
