@@ -57,6 +57,7 @@ def dataset(kind, root):
 
 
 def worker_pipeline(spec):
+    import PIL  # noqa: PLC0415
     import torch  # noqa: PLC0415
     import torchvision  # noqa: PLC0415
     from torch.utils.data import DataLoader  # noqa: PLC0415
@@ -68,7 +69,7 @@ def worker_pipeline(spec):
         images += len(batch)
     secs = time.monotonic() - t0
     out = {"images": images, "secs": secs, "input_bytes": sum(os.path.getsize(p) for p, _ in ds.samples),
-           "torch": torch.__version__, "torchvision": torchvision.__version__}
+           "torch": torch.__version__, "torchvision": torchvision.__version__, "Pillow (rows P)": PIL.__version__}
     if spec.get("verify"):
         out["verify"] = verify(ds, spec["verify"])
     return out
