@@ -190,10 +190,18 @@ def jpeg_bytes(img, quality=90, subsampling=2, progressive=False):
     return buf.getvalue()
 
 
-def decode_like_libjpeg(jpeg, channels=0):
+def decode_like_libjpeg(jpeg, channels=0, ratio=1):
     """Pixels as Pillow decodes them: libjpeg-turbo with JDCT_ISLOW and fancy
-    upsampling, i.e. the view's dct=accurate. HWC uint8."""
+    upsampling, i.e. the view's dct=accurate. HWC uint8. ratio > 1 asks
+    Image.draft for that scale, which sets libjpeg's scale_denom and keeps the
+    other settings (the view's ratio=N); the image must be at least ratio
+    pixels on each side, or draft picks a smaller scale."""
     img = Image.open(io.BytesIO(jpeg))
+    if ratio > 1:
+        w, h = img.size
+        img.draft(img.mode, (max(w // ratio, 1), max(h // ratio, 1)))
+        assert img.size == (-(-w // ratio), -(-h // ratio)), (
+            f"draft gave {img.size} for {w}x{h} at 1/{ratio}")
     img.load()
     if channels == 3 or (channels == 0 and img.mode != "L"):
         img = img.convert("RGB")
