@@ -6,8 +6,10 @@
 
 #include "decode/jpeg/cpu_jpeg_decoder.h"
 #include "decode/jpeg/jpeg_probe.h"
+#include "decode/tar/tar_format.h"
 #include "decode/tfrecord/tfrecord.h"
 #include "decode/view/cached_byte_source.h"
+#include "decode/view/tar_view.h"
 #include "decode/view/view_file.h"
 #include "decode/view/view_origin.h"
 #include "util/log.h"
@@ -42,6 +44,9 @@ RawViewKind ClassifyRawFile(std::string_view name, std::string_view head, ByteSo
   if (LooksLikeJpeg(h, head.size())) return RawViewKind::kJpeg;
   if (head.size() >= kTfRecordHeaderSize && IsTfRecord(h, head.size(), src.size())) {
     return RawViewKind::kTfRecord;
+  }
+  if (EndsWith(name, ".tar") && head.size() >= kTarBlock && IsTarBlock(h)) {
+    return RawViewKind::kTar;
   }
   const TfRecordCompression c = compression ? *compression : CompressionFromName(name);
   if (c != TfRecordCompression::kNone && SniffCompression(h, head.size()) == c &&
@@ -138,10 +143,14 @@ Result<std::shared_ptr<const ViewLayout>> ViewOrigin::LayoutOf(const std::string
         return st;
       };
     }
-    Result<ViewLayout> made =
-        kind == RawViewKind::kJpeg
-            ? LayoutJpegNpyView(src, spec_.options, decoder, check)
-            : LayoutTfRecordView(src, CompressionOf(kind), spec_.options, decoder, check);
+    Result<ViewLayout> made = Status::Invalid("no layout");
+    if (kind == RawViewKind::kJpeg) {
+      made = LayoutJpegNpyView(src, spec_.options, decoder, check);
+    } else if (kind == RawViewKind::kTar) {
+      made = LayoutTarView(src, spec_.options, decoder, check);
+    } else {
+      made = LayoutTfRecordView(src, CompressionOf(kind), spec_.options, decoder, check);
+    }
     if (!made.ok()) {
       if (IsWorldError(made.status().code())) return made.status();
       // on_error=skip and the JPEG does not decode: out of the view.

@@ -12,6 +12,7 @@
 #include "decode/tfrecord/tfrecord.h"
 #include "decode/tfrecord/tfrecord_compressed.h"
 #include "decode/view/cached_byte_source.h"
+#include "decode/view/tar_view.h"
 #include "decode/view/view_producer.h"
 #include "util/log.h"
 
@@ -82,7 +83,7 @@ class ViewFile final : public OriginFile {
     len = static_cast<size_t>(std::min<uint64_t>(len, l.size - off));
     const DecodePriority priority = DecodePriorityFor(who);
     Status s = l.kind == ViewKind::kNpy ? ReadNpy(static_cast<char*>(buf), len, off, priority)
-                                        : ReadTfRecord(static_cast<char*>(buf), len, off, priority);
+                                        : ReadRecords(static_cast<char*>(buf), len, off, priority);
     if (!s.ok()) {
       p_.stats->counters.failed_reads++;
       return s;
@@ -155,10 +156,20 @@ class ViewFile final : public OriginFile {
     return Status::OK();
   }
 
-  // The raw payloads of records idx (ascending), CRCs checked.
+  // The raw payloads of records idx (ascending), CRCs checked; for a tar
+  // view, each member's raw bytes.
   Status RawPayloads(const std::vector<size_t>& idx, std::vector<std::string>* out) {
     const ViewLayout& l = *p_.layout;
     out->assign(idx.size(), std::string());
+    if (l.kind == ViewKind::kTar) {
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const ViewRecord& r = l.records[idx[k]];
+        (*out)[k].resize(r.in_size);
+        Status s = ReadExactly(src_, (*out)[k].data(), r.in_size, r.in_offset, "tar member");
+        if (!s.ok()) return DataError(r.in_offset, s);
+      }
+      return Status::OK();
+    }
     const TfRecordCompression c = CompressionOf(p_.kind);
     if (c == TfRecordCompression::kNone) {
       for (size_t k = 0; k < idx.size(); ++k) {
@@ -247,7 +258,7 @@ class ViewFile final : public OriginFile {
     std::map<size_t, ChunkBytes> results_;
   };
 
-  // One read of TFRecord view bytes, planned: each record the range
+  // One read of TFRecord or tar view bytes, planned: each record the range
   // overlaps, by where its bytes come from.
   struct RecordRead {
     DecodePriority priority = DecodePriority::kReader;  // whom it is produced for
@@ -265,7 +276,7 @@ class ViewFile final : public OriginFile {
     std::vector<std::pair<size_t, std::shared_ptr<Pending>>> others;
   };
 
-  Status ReadTfRecord(char* buf, size_t len, uint64_t off, DecodePriority priority) {
+  Status ReadRecords(char* buf, size_t len, uint64_t off, DecodePriority priority) {
     const ViewLayout& l = *p_.layout;
     RecordRead rr;
     rr.priority = priority;
@@ -278,6 +289,7 @@ class ViewFile final : public OriginFile {
     RegisteredBatch batch(p_.owner, p_.path);
     Producing producing(this);
     PlanRecords(rr, batch, producing);
+    STOKER_RETURN_IF_ERROR(CopyRaw(rr, buf));
     if (!rr.need.empty()) {
       if (Status s = ProduceNeeded(rr, buf, batch, producing); !s.ok()) {
         producing.Finish(s);
@@ -301,7 +313,7 @@ class ViewFile final : public OriginFile {
     MutexLock g(mu_);
     for (size_t i = rr.first; i < rr.last; ++i) {
       const ViewRecord& r = l.records[i];
-      if (r.kind == ViewRecordKind::kFailed) continue;  // zeros, see CheckRead
+      if (r.kind != ViewRecordKind::kImage) continue;  // see CopyRaw and CopyOut
       if (auto kept = p_.reader->recent().Get(KeptKey(i))) {
         rr.produced[i - rr.first] = std::move(*kept);
         rr.kept[i - rr.first] = 1;
@@ -317,6 +329,21 @@ class ViewFile final : public OriginFile {
         producing.Add(i, std::move(p));
       }
     }
+  }
+
+  // A tar view's copied members: read straight into the buffer.
+  Status CopyRaw(const RecordRead& rr, char* buf) {
+    const ViewLayout& l = *p_.layout;
+    for (size_t i = rr.first; i < rr.last; ++i) {
+      const ViewRecord& r = l.records[i];
+      if (r.kind != ViewRecordKind::kCopy) continue;
+      const uint64_t a = std::max(rr.off, r.out_offset);
+      const uint64_t b = std::min(rr.end, r.out_end());
+      Status s = ReadExactly(src_, buf + (a - rr.off), b - a, r.in_offset + (a - r.out_offset),
+                             "tar member");
+      if (!s.ok()) return DataError(r.in_offset, s);
+    }
+    return Status::OK();
   }
 
   // Reads the raw payloads of the records to produce and decodes them in
@@ -337,9 +364,13 @@ class ViewFile final : public OriginFile {
         outs[k] = p_.pool->buffers().Take(r->out_size);  // reused, not zeroed
         to = outs[k]->data();
       }
-      jobs.push_back([this, &payloads, k, r, to] {
-        return ProduceTfRecordViewRecord(*r, payloads[k], p_.options, *p_.decoder,
-                                         reinterpret_cast<uint8_t*>(to), r->out_size);
+      const bool tar = l.kind == ViewKind::kTar;
+      jobs.push_back([this, &payloads, k, r, to, tar] {
+        auto* out = reinterpret_cast<uint8_t*>(to);
+        return tar ? ProduceTarViewMember(*r, payloads[k], p_.options, *p_.decoder, out,
+                                          r->out_size)
+                   : ProduceTfRecordViewRecord(*r, payloads[k], p_.options, *p_.decoder, out,
+                                               r->out_size);
       });
     }
     std::vector<Status> st = p_.pool->RunAll(batch.get(), rr.priority, std::move(jobs));
@@ -400,9 +431,9 @@ class ViewFile final : public OriginFile {
       const ViewRecord& r = l.records[i];
       const uint64_t a = std::max(rr.off, r.out_offset);
       const uint64_t b = std::min(rr.end, r.out_end());
-      if (rr.direct[i - rr.first]) continue;  // already in place
+      if (rr.direct[i - rr.first] || r.kind == ViewRecordKind::kCopy) continue;  // in place
       const ChunkBytes& bytes = rr.produced[i - rr.first];
-      if (r.kind == ViewRecordKind::kFailed || bytes.data == nullptr) {
+      if (r.kind != ViewRecordKind::kImage || bytes.data == nullptr) {
         std::memset(buf + (a - rr.off), 0, b - a);
         continue;
       }

@@ -30,18 +30,23 @@ TfRecordLayoutBuilder::TfRecordLayoutBuilder(const ViewOptions& options, std::st
   layout_.source_size = source_size;
 }
 
-void TfRecordLayoutBuilder::AddFailed(uint64_t in_offset, uint64_t in_size, const Status& why) {
-  CheckHeld();  // raw order
-  layout_.errors.push_back({in_offset, why.code(), why.message()});
-  if (options_.on_error == OnError::kSkip) return;
+void AddFailedEntry(ViewLayout* layout, OnError on_error, uint64_t in_offset, uint64_t in_size,
+                    const Status& why) {
+  layout->errors.push_back({in_offset, why.code(), why.message()});
+  if (on_error == OnError::kSkip) return;
   ViewRecord r;
   r.kind = ViewRecordKind::kFailed;
   r.in_offset = in_offset;
   r.in_size = in_size;
-  r.out_offset = layout_.size;
+  r.out_offset = layout->size;
   r.out_size = std::max<uint64_t>(in_size, 1);
-  layout_.size += r.out_size;
-  layout_.records.push_back(r);
+  layout->size += r.out_size;
+  layout->records.push_back(r);
+}
+
+void TfRecordLayoutBuilder::AddFailed(uint64_t in_offset, uint64_t in_size, const Status& why) {
+  CheckHeld();  // raw order
+  AddFailedEntry(&layout_, options_.on_error, in_offset, in_size, why);
 }
 
 void TfRecordLayoutBuilder::AddRecord(const TfRecordExtent& extent, std::string_view payload) {

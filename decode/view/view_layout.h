@@ -18,6 +18,7 @@
 // on every JPEG before it is given a place, so a layout never has to change
 // once its size was given out. Without a check (and always under fail)
 // such a record lays out and fails only when produced.
+// A tar view (kTar) is laid out by tar_view.h.
 // A JPEG view (kNpy) is an .npy header followed by the pixels; a JPEG whose
 // header does not probe (or, with a check, does not decode) is, under fail,
 // one kFailed entry of the raw size; under skip LayoutJpegNpyView returns the
@@ -46,7 +47,8 @@
 
 namespace stoker {
 
-enum class ViewRecordKind : uint8_t { kImage = 0, kFailed = 1 };
+// kCopy and kZeros occur in tar views only (tar_view.h).
+enum class ViewRecordKind : uint8_t { kImage = 0, kFailed = 1, kCopy = 2, kZeros = 3 };
 
 struct ViewRecord {
   ViewRecordKind kind = ViewRecordKind::kImage;
@@ -68,7 +70,7 @@ struct ViewError {
   bool operator==(const ViewError&) const = default;
 };
 
-enum class ViewKind : uint8_t { kTfRecord = 1, kNpy = 2 };
+enum class ViewKind : uint8_t { kTfRecord = 1, kNpy = 2, kTar = 3 };
 
 struct ViewLayout {
   ViewKind kind = ViewKind::kTfRecord;
@@ -92,6 +94,11 @@ struct ViewLayout {
 // Whether each of some JPEGs decodes (one Status per JPEG, in order); the
 // caller may check them in parallel. The views use CheckJpegDecodes.
 using JpegCheck = std::function<std::vector<Status>(const std::vector<std::string_view>& jpegs)>;
+
+// Lists a problem at in_offset in layout's errors and, under on_error=fail,
+// appends a kFailed entry for the in_size raw bytes it stands for.
+void AddFailedEntry(ViewLayout* layout, OnError on_error, uint64_t in_offset, uint64_t in_size,
+                    const Status& why);
 
 // Builds a TFRecord view's layout from the records of one scan, in order.
 // With a check (used under on_error=skip only) records are held back and

@@ -124,7 +124,7 @@ Result<ViewLayout> DecodeViewLayout(std::string_view in) {
   Reader r(in.substr(4));
   ViewLayout l;
   uint8_t kind;
-  if (!r.Byte(&kind) || (kind != uint8_t(ViewKind::kTfRecord) && kind != uint8_t(ViewKind::kNpy))) {
+  if (!r.Byte(&kind) || kind < uint8_t(ViewKind::kTfRecord) || kind > uint8_t(ViewKind::kTar)) {
     return bad("bad kind");
   }
   l.kind = static_cast<ViewKind>(kind);
@@ -143,8 +143,10 @@ Result<ViewLayout> DecodeViewLayout(std::string_view in) {
     ViewRecord rec;
     uint8_t k;
     uint64_t gap;
-    if (!r.Byte(&k) || k > uint8_t(ViewRecordKind::kFailed) || !r.Varint(&gap) ||
-        !r.Varint(&rec.in_size) || !r.Varint(&rec.out_size)) {
+    const ViewRecordKind last_kind =
+        l.kind == ViewKind::kTar ? ViewRecordKind::kZeros : ViewRecordKind::kFailed;
+    if (!r.Byte(&k) || k > uint8_t(last_kind) || !r.Varint(&gap) || !r.Varint(&rec.in_size) ||
+        !r.Varint(&rec.out_size)) {
       return bad("truncated record");
     }
     rec.kind = static_cast<ViewRecordKind>(k);
@@ -164,15 +166,20 @@ Result<ViewLayout> DecodeViewLayout(std::string_view in) {
           rec.shape.width > 65535 || (rec.shape.channels != 1 && rec.shape.channels != 3)) {
         return bad("bad image shape");
       }
+      const uint64_t overhead = l.kind == ViewKind::kTar ? 0 : kTfRecordOverhead;
       uint64_t fixed;
-      if (!AddOk(rec.shape.pixel_bytes(), kTfRecordOverhead + uint64_t{rec.prefix_size}, &fixed) ||
+      if (!AddOk(rec.shape.pixel_bytes(), overhead + uint64_t{rec.prefix_size}, &fixed) ||
           fixed > rec.out_size) {
         return bad("image record smaller than its parts");
       }
     }
+    if (rec.kind == ViewRecordKind::kCopy && rec.in_size != rec.out_size) {
+      return bad("copied entry of another size");
+    }
+    if (rec.kind == ViewRecordKind::kZeros && rec.in_size != 0) return bad("zeros from raw bytes");
     l.records.push_back(rec);
   }
-  if (l.kind == ViewKind::kTfRecord && out_end != l.size) return bad("sizes do not add up");
+  if (l.kind != ViewKind::kNpy && out_end != l.size) return bad("sizes do not add up");
   if (l.kind == ViewKind::kNpy) {
     if (l.records.size() > 1) return bad("npy layout with several entries");
     const bool failed = !l.records.empty();

@@ -35,9 +35,11 @@ uint64_t Fnv1a(std::string_view s) {
   return h;
 }
 
-bool IsTfRecordKind(RawViewKind k) {
+// Whether the view file of a raw file of this kind has the raw file's name
+// (a JPEG's adds kNpySuffix).
+bool KeepsItsName(RawViewKind k) {
   return k == RawViewKind::kTfRecord || k == RawViewKind::kGzipTfRecord ||
-         k == RawViewKind::kZlibTfRecord;
+         k == RawViewKind::kZlibTfRecord || k == RawViewKind::kTar;
 }
 
 }  // namespace
@@ -140,7 +142,7 @@ Result<ViewOrigin::Resolved> ViewOrigin::Resolve(const std::string& path, Urgenc
   }
   if (r.kind == RawViewKind::kNone && st.ok() && S_ISREG(st->st_mode)) {
     STOKER_ASSIGN_OR_RETURN(RawViewKind kind, KindOf(path, *st));
-    if (IsTfRecordKind(kind)) {
+    if (KeepsItsName(kind)) {
       r.raw_path = path;
       r.kind = kind;
     }
@@ -298,7 +300,7 @@ std::shared_ptr<const ViewLayout> ViewOrigin::LatestLayout(const std::string& pa
     if (it != known_.end() && it->second.kind == RawViewKind::kJpeg) return it->second.layout;
   }
   auto it = known_.find(path);
-  if (it != known_.end() && IsTfRecordKind(it->second.kind)) return it->second.layout;
+  if (it != known_.end() && KeepsItsName(it->second.kind)) return it->second.layout;
   return nullptr;
 }
 

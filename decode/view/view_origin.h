@@ -78,9 +78,11 @@
 namespace stoker {
 
 // How a raw file is seen by a view.
-enum class RawViewKind { kNone, kTfRecord, kGzipTfRecord, kZlibTfRecord, kJpeg };
+// (The numbers name stored layouts: never renumber.)
+enum class RawViewKind { kNone, kTfRecord, kGzipTfRecord, kZlibTfRecord, kJpeg, kTar };
 
-// Recognises a raw file from its first bytes (head, up to 4 KiB) and name.
+// Recognises a raw file from its first bytes (head, up to 4 KiB) and name
+// (a tar archive: named *.tar, its first block a tar header).
 // src reads the whole raw file (only compressed TFRecords need more than
 // the head to be told apart).
 // compression: as ViewOptions::compression (nullopt: by name).

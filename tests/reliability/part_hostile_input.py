@@ -1,5 +1,5 @@
 """Hostile input: every libFuzzer target (cmake/StokerFuzz.cmake: the
-TFRecord/Example/layout parsers, the JPEG probe and decoder, the index
+TFRecord/Example/layout parsers, the tar reader and tar views, the JPEG probe and decoder, the index
 record decoders, the S3 listing XML and HTTP listing parsers) runs for a
 bounded time over its corpus in the tree, under ASan + UBSan. New inputs go
 to a scratch directory, so the tree's corpus only changes by hand.
@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 TARGETS = {
     "decode/fuzz/tfrecord_example_fuzz": "decode/fuzz/corpus/tfrecord_example",
     "decode/fuzz/jpeg_probe_fuzz": "decode/fuzz/corpus/jpeg_probe",
+    "decode/fuzz/tar_view_fuzz": "decode/fuzz/corpus/tar_view",
     "cache/fuzz/index_record_fuzz": "cache/fuzz/corpus/index_record",
     "cache/fuzz/remote_listing_fuzz": "cache/fuzz/corpus/remote_listing",
 }
