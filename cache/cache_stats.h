@@ -50,6 +50,15 @@ struct CacheCounters {
   std::atomic<uint64_t> collapsed_checks{0};      // ... on another's check of a cached chunk
   std::atomic<uint64_t> prefetched_chunks{0};     // fetched from the origin ahead of a reader
   std::atomic<uint64_t> dir_prefetched_files{0};  // files fetched ahead of a directory scan
+  // Prefetch in a sampler's order (cache/order_prefetcher.h): orders set;
+  // files fetched (or found cached) ahead of the reader; opens of files of
+  // the order whose fetch had ended before; fetches dropped by a new order;
+  // files not fetched (no room in the cache, or gone from the origin).
+  std::atomic<uint64_t> orders_set{0};
+  std::atomic<uint64_t> order_prefetched_files{0};
+  std::atomic<uint64_t> order_hits{0};
+  std::atomic<uint64_t> order_cancelled{0};
+  std::atomic<uint64_t> order_not_fetched{0};
   std::atomic<uint64_t> warm_files_queued{0};
   std::atomic<uint64_t> warm_files_done{0};
   std::atomic<uint64_t> warm_bytes{0};

@@ -1,4 +1,5 @@
-// The cache's side of warming: a file the Warmer found, fetched whole.
+// The cache's side of warming: a file the Warmer found, fetched whole; a
+// sampler's order, checked and handed to the OrderPrefetcher.
 #include "cache/object_cache_impl.h"
 
 namespace stoker {
@@ -20,5 +21,26 @@ Status ObjectCacheImpl::WarmFile(const std::string& path) {
   counters_.warm_bytes += tally.bytes;
   return s;
 }
+
+Result<uint64_t> ObjectCacheImpl::SetOrder(const std::vector<std::string>& paths) {
+  if (options_.order_ahead_files == 0) {
+    return Status::Error(ENOTSUP, "prefetch in order is off (--order-ahead 0)");
+  }
+  // The first files tell a list made for another root or mount at once,
+  // without a round trip to the origin per file of a large order.
+  for (size_t i = 0; i < paths.size() && i < kOrderPathsChecked; ++i) {
+    Result<struct stat> st = origin_->Stat(paths[i]);
+    if (!st.ok())
+      return Status::Error(st.status().code(), "'" + paths[i] + "': " + st.status().message());
+    if (!S_ISREG(st->st_mode)) return Status::Invalid("'" + paths[i] + "' is not a regular file");
+  }
+  return order_.Set(paths);
+}
+
+Status ObjectCacheImpl::AppendOrder(uint64_t id, const std::vector<std::string>& paths) {
+  return order_.Append(id, paths);
+}
+
+void ObjectCacheImpl::ClearOrder() { order_.Clear(); }
 
 }  // namespace stoker

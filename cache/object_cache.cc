@@ -198,7 +198,12 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
       leases_(
           VersionLeases::Parts{chunk_size_, index_.get(), store_.get(), resident_.get(), &writer_,
                                &reader_, &hits_, &prefetcher_, derived_.get(), &counters_},
-          options_.verify_at_open_bytes) {
+          options_.verify_at_open_bytes),
+      order_(OrderPrefetcher::Options{{static_cast<size_t>(options_.order_ahead_files),
+                                       options_.order_ahead_bytes},
+                                      OrderPrefetcher::Options{}.max_order_bytes,
+                                      options_.order_threads},
+             &counters_, [this](const std::string& path) { return prefetcher_.FetchWhole(path); }) {
   quota_.SetCommitted(index_->meta().usage_bytes);
   index_size_.Measure();
   writer_.MeasureDisk();
@@ -215,6 +220,7 @@ Status ObjectCacheImpl::Start() {
   evictor_.Start();
   warmer_.Start(pool_.get());
   prefetcher_.Start(pool_.get());
+  if (options_.order_ahead_files > 0) order_.Start();
   IndexMeta m = index_->meta();
   LOG_INFO("cache '{}': {} objects, {} chunks, {} bytes of {} ({} I/O)", options_.dir, m.objects,
            m.chunks, m.usage_bytes, options_.capacity_bytes, io_->Name());
@@ -223,7 +229,10 @@ Status ObjectCacheImpl::Start() {
 
 Result<ObjectCache::Opened> ObjectCacheImpl::Open(const std::string& path, bool force) {
   Result<Opened> opened = opener_.Open(path, force, Opener::kFs);
-  if (opened.ok()) prefetcher_.AfterOpen(path);
+  if (opened.ok()) {
+    prefetcher_.AfterOpen(path);
+    order_.Opened(path);
+  }
   return opened;
 }
 
@@ -307,7 +316,13 @@ nlohmann::json ObjectCacheImpl::Stats() {
   STOKER_COUNTER(warm_files_queued)
   STOKER_COUNTER(warm_files_done)
   STOKER_COUNTER(warm_bytes)
+  STOKER_COUNTER(orders_set)
+  STOKER_COUNTER(order_prefetched_files)
+  STOKER_COUNTER(order_hits)
+  STOKER_COUNTER(order_cancelled)
+  STOKER_COUNTER(order_not_fetched)
 #undef STOKER_COUNTER
+  j.update(order_.Gauges());
   IndexMeta m = index_->meta();
   uint64_t index_bytes = index_size_.Now();
   j["cache_used_bytes"] = quota_.committed() + index_bytes;

@@ -165,6 +165,22 @@ class ObjectCache : public RawReader {
   virtual nlohmann::json WarmStatus(uint64_t id) = 0;
   static constexpr size_t kMaxWarmJobs = 64;
 
+  // Prefetch in a sampler's order (cache/order_prefetcher.h): SetOrder
+  // replaces the order with paths (origin paths, in the order a reader will
+  // open them), cancelling the old one's fetches, and returns its id. EINVAL
+  // for no paths or one of its first kOrderPathsChecked that is not a
+  // regular file (ENOENT if absent; the others are not asked about: one
+  // that is gone is passed over, counted in order_not_fetched); EFBIG past
+  // the order's memory bound; ENOTSUP when orders are off
+  // (order_ahead_files 0).
+  virtual Result<uint64_t> SetOrder(const std::vector<std::string>& paths) = 0;
+  // Adds paths to the end of order id (an order sent in parts); ESTALE if
+  // another order replaced it.
+  virtual Status AppendOrder(uint64_t id, const std::vector<std::string>& paths) = 0;
+  // Drops the order.
+  virtual void ClearOrder() = 0;
+  static constexpr size_t kOrderPathsChecked = 4;
+
   // The counters and gauges as JSON (the stats.json schema).
   virtual nlohmann::json Stats() = 0;
 

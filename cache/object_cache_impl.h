@@ -11,13 +11,15 @@
 // (the one bounded store of bytes held for reads to come: readahead,
 // unstored chunks, what views produced); the Prefetcher (reading ahead of
 // readers, into each open's Readahead; filling a warm's files); the
+// OrderPrefetcher (whole files ahead of a reader in a sampler's order); the
 // FileOpener (opens: versions, revalidation, held attributes); the ReadPath
 // (reads: a plan, then a step per case); VersionLeases (whole files lent
 // for passthrough); a WorkerPool. Private to cache/.
 //
 // Files: object_cache.cc (the cache directory, the parts put together,
 // start, stats, the forwarding), cache_warm.cc (a file the Warmer found:
-// opened by the FileOpener, filled by the Prefetcher).
+// opened by the FileOpener, filled by the Prefetcher; a sampler's order
+// handed to the OrderPrefetcher).
 //
 // Threads: FUSE threads call Open/Read, and store what a read fetched when
 // its ReadReply goes (after the reply); the pool fetches for prefetch and
@@ -53,6 +55,7 @@
 #include "cache/object_cache.h"
 #include "cache/object_version.h"
 #include "cache/open_file_state.h"
+#include "cache/order_prefetcher.h"
 #include "cache/origin_reader.h"
 #include "cache/prefetcher.h"
 #include "cache/read_path.h"
@@ -109,6 +112,9 @@ class ObjectCacheImpl final : public ObjectCache {
   Status Warm(const std::string& path) override;
   Result<uint64_t> StartWarm(const std::vector<std::string>& paths) override;
   nlohmann::json WarmStatus(uint64_t id) override;
+  Result<uint64_t> SetOrder(const std::vector<std::string>& paths) override;
+  Status AppendOrder(uint64_t id, const std::vector<std::string>& paths) override;
+  void ClearOrder() override;
   nlohmann::json Stats() override;
   CacheCounters& counters() override { return counters_; }
   RecentBytes& recent() override { return *recent_; }
@@ -150,6 +156,8 @@ class ObjectCacheImpl final : public ObjectCache {
   FileOpener opener_;
   ReadPath reads_;
   VersionLeases leases_;
+  // Its threads stop before the parts its fetches use.
+  OrderPrefetcher order_;
 
   // Declared last: destroyed (stopped) first.
   std::unique_ptr<WorkerPool> pool_;

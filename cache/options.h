@@ -53,6 +53,15 @@ struct CacheOptions {
   // first dir_prefetch_bytes. 0 disables. Default: 16 files, 8 MiB.
   uint64_t dir_prefetch_files = 16;
   uint64_t dir_prefetch_bytes = 8ull << 20;
+  // Prefetch in a sampler's order (cache/order_prefetcher.h): files of the
+  // order fetched at most this many files past the reader, and while those
+  // fetched and not yet opened hold less than order_ahead_bytes. 0 files:
+  // orders are refused. Default: 128 files, 1 GiB. Survives crashes: no (an
+  // order is the daemon's memory only; the cached files stay).
+  uint64_t order_ahead_files = 128;
+  uint64_t order_ahead_bytes = 1ull << 30;
+  // Threads that fetch ahead of an order's reader. Default: 16.
+  int order_threads = 16;
 
   // Files whose cached version stays known in memory after their last close
   // (beyond it, an open reads the file's record from the index again).

@@ -202,21 +202,39 @@ void Prefetcher::PrefetchFile(const std::string& path) {
   Fill fill;
   fill.load_cached = true;
   fill.urgency = Urgency::kPrefetch;
-  // A cache near its bound would evict something to take these, or refuse
-  // them after reading them from the origin: there, only what it holds is
-  // read ahead.
-  // The same when its disk is full, or the version could not be recorded.
   const uint64_t ahead =
       dir_prefetch_files_ *
       std::min<uint64_t>(dir_prefetch_bytes_, static_cast<uint64_t>(opened->st.st_size));
-  fill.fetch_missing =
-      !file->version->uncached && p_.quota->RoomBelowLow(ahead) && !p_.writer->FreeSpaceLow(ahead);
+  fill.fetch_missing = RoomFor(*file->version, ahead);
   FetchTally tally;
   Status s = FillRange(file->version, *file->origin, 0,
                        ChunkCount(dir_prefetch_bytes_, p_.chunk_size), &tally, nullptr, fill);
   p_.counters->prefetched_chunks += tally.chunks;
   p_.counters->dir_prefetched_files++;
   if (!s.ok()) LOG_DEBUG("prefetch of '{}': {}", path, s.message());
+}
+
+bool Prefetcher::RoomFor(const ObjectVersion& v, uint64_t bytes) const {
+  // A cache near its bound would evict something to take these, or refuse
+  // them after reading them from the origin: there, only what it holds is
+  // read ahead. The same when its disk is full, or the version could not
+  // be recorded.
+  return !v.uncached && p_.quota->RoomBelowLow(bytes) && !p_.writer->FreeSpaceLow(bytes);
+}
+
+Result<uint64_t> Prefetcher::FetchWhole(const std::string& path) {
+  STOKER_ASSIGN_OR_RETURN(RawReader::Opened opened, p_.open(path));
+  const uint64_t size = static_cast<uint64_t>(opened.st.st_size);
+  Fill fill;
+  fill.load_cached = true;
+  fill.urgency = Urgency::kPrefetch;
+  fill.fetch_missing = RoomFor(*opened.file->version, size);
+  FetchTally tally;
+  Status s = FillFile(*opened.file, fill, &tally);
+  p_.counters->prefetched_chunks += tally.chunks;
+  STOKER_RETURN_IF_ERROR(s);
+  if (!fill.fetch_missing) return Status::NoSpace("the cache is near its bound");
+  return size;
 }
 
 void Prefetcher::AwaitVerifyAhead(const VersionKey& key) {

@@ -9,6 +9,8 @@
 //   next one, if the cache holds it whole, is only checked (VerifyAhead), so
 //   that its open is leased to the kernel at once (LeaseWhole waits for such
 //   a check rather than repeat it: AwaitVerifyAhead).
+// - A reader going through a sampler's order (OrderPrefetcher): whole files
+//   ahead of it (FetchWhole).
 // - Near its bound (or with its disk full) the cache reads ahead only what it
 //   holds: a prefetch never evicts to make room.
 //
@@ -93,6 +95,12 @@ class Prefetcher {
   // a time (a warm); stops at the first error.
   Status FillFile(const OpenFileState& file, Fill fill, FetchTally* tally);
 
+  // Fetches whatever is missing of the file at path, whole, ahead of a
+  // reader that will open it (at high priority: OrderPrefetcher's
+  // FetchFile). Its size in bytes; ENOSPC near the cache's bound, where only
+  // what it holds is checked.
+  Result<uint64_t> FetchWhole(const std::string& path);
+
   // Waits while VerifyAhead checks version key.
   void AwaitVerifyAhead(const VersionKey& key);
 
@@ -108,6 +116,10 @@ class Prefetcher {
   // readahead, they are read (and verified, if this process has not) and
   // held there for the reader, claimed while they are read.
   void LoadCached(const ObjectVersion& v, const std::vector<uint64_t>& idx, Readahead* readahead);
+  // Whether the cache takes bytes more of v ahead of a reader: not near its
+  // bound (a prefetch never evicts to make room), its disk not full, the
+  // version recorded.
+  bool RoomFor(const ObjectVersion& v, uint64_t bytes) const;
   // Reads ahead the first chunks of a file a directory scan found.
   void PrefetchFile(const std::string& path);
   // The file a scanning reader opens next, if the cache holds it whole and

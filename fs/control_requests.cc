@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <vector>
 
 #include "fs/control_files.h"
@@ -15,6 +16,40 @@ nlohmann::json Error(const std::string& why) {
   return nlohmann::json{{"ok", false}, {"error", why}};
 }
 
+// What a client named, as origin paths; the first path that is not under
+// the mount, or names a control file, fails them all.
+Result<std::vector<std::string>> OriginPaths(const std::string& op,
+                                             const std::vector<std::string>& paths,
+                                             const std::string& mountpoint) {
+  std::vector<std::string> rels;
+  rels.reserve(paths.size());
+  for (const std::string& p : paths) {
+    Result<std::string> rel = NormalizeClientPath(p, mountpoint);
+    if (!rel.ok()) return Status::Invalid(op + ": " + rel.status().message());
+    const std::string& r = *rel;
+    if (r == ControlFiles::kDirName || r.compare(0, ControlFiles::kDirName.size() + 1,
+                                                 std::string(ControlFiles::kDirName) + "/") == 0) {
+      return Status::Invalid(op + ": '" + p + "' is a control file, not origin data");
+    }
+    rels.push_back(r);
+  }
+  return rels;
+}
+
+// The strings of request[key], an array.
+Result<std::vector<std::string>> Strings(const std::string& op, const nlohmann::json& request,
+                                         const char* key) {
+  std::vector<std::string> out;
+  auto it = request.find(key);
+  if (it == request.end()) return out;
+  if (!it->is_array()) return Status::Invalid(op + ": \"" + key + "\" must be an array");
+  for (const auto& p : *it) {
+    if (!p.is_string()) return Status::Invalid(op + ": \"" + key + "\" must hold strings");
+    out.push_back(p.get<std::string>());
+  }
+  return out;
+}
+
 nlohmann::json Warm(const nlohmann::json& request, ObjectCache& cache,
                     const std::string& mountpoint) {
   std::vector<std::string> paths;
@@ -22,28 +57,15 @@ nlohmann::json Warm(const nlohmann::json& request, ObjectCache& cache,
     if (!request["path"].is_string()) return Error("warm: \"path\" must be a string");
     paths.push_back(request["path"].get<std::string>());
   }
-  if (request.contains("paths")) {
-    if (!request["paths"].is_array()) return Error("warm: \"paths\" must be an array");
-    for (const auto& p : request["paths"]) {
-      if (!p.is_string()) return Error("warm: \"paths\" must hold strings");
-      paths.push_back(p.get<std::string>());
-    }
-  }
+  Result<std::vector<std::string>> more = Strings("warm", request, "paths");
+  if (!more.ok()) return Error(more.status().message());
+  paths.insert(paths.end(), more->begin(), more->end());
   if (paths.empty()) return Error("warm: no \"path\" given");
-  std::vector<std::string> rels;
-  for (const std::string& p : paths) {
-    Result<std::string> rel = NormalizeClientPath(p, mountpoint);
-    if (!rel.ok()) return Error(rel.status().message());
-    const std::string& r = *rel;
-    if (r == ControlFiles::kDirName || r.compare(0, ControlFiles::kDirName.size() + 1,
-                                                 std::string(ControlFiles::kDirName) + "/") == 0) {
-      return Error("warm: '" + p + "' is a control file, not origin data");
-    }
-    rels.push_back(r);
-  }
-  Result<uint64_t> job = cache.StartWarm(rels);
+  Result<std::vector<std::string>> rels = OriginPaths("warm", paths, mountpoint);
+  if (!rels.ok()) return Error(rels.status().message());
+  Result<uint64_t> job = cache.StartWarm(*rels);
   if (!job.ok()) return Error(job.status().message());
-  return nlohmann::json{{"ok", true}, {"queued", rels.size()}, {"job", *job}};
+  return nlohmann::json{{"ok", true}, {"queued", rels->size()}, {"job", *job}};
 }
 
 // {"op": "warm_status", "job": N}: that job's progress; without "job",
@@ -56,6 +78,40 @@ nlohmann::json WarmStatus(const nlohmann::json& request, ObjectCache& cache) {
   nlohmann::json j = cache.WarmStatus(request["job"].get<uint64_t>());
   if (j.is_null()) return Error("warm_status: no job " + request["job"].dump());
   return {{"ok", true}, {"job", j}};
+}
+
+// {"op": "order", "paths": [...]} sets the order; with "order": N, adds
+// the paths to order N; {"op": "order", "clear": true} drops it.
+nlohmann::json Order(const nlohmann::json& request, ObjectCache& cache,
+                     const std::string& mountpoint) {
+  if (request.value("clear", false)) {
+    cache.ClearOrder();
+    return {{"ok", true}};
+  }
+  Result<std::vector<std::string>> paths = Strings("order", request, "paths");
+  if (!paths.ok()) return Error(paths.status().message());
+  Result<std::vector<std::string>> rels = OriginPaths("order", *paths, mountpoint);
+  if (!rels.ok()) {
+    cache.ClearOrder();  // no half order, nor the last epoch's, is left behind
+    return Error(rels.status().message());
+  }
+  if (!request.contains("order")) {
+    Result<uint64_t> id = cache.SetOrder(*rels);
+    if (!id.ok()) {
+      cache.ClearOrder();  // the last epoch's order is no better
+      return Error("order: " + id.status().message());
+    }
+    return {{"ok", true}, {"order", *id}, {"files", rels->size()}};
+  }
+  if (!request["order"].is_number_unsigned()) {
+    return Error("order: \"order\" must be an order number");
+  }
+  Status s = cache.AppendOrder(request["order"].get<uint64_t>(), *rels);
+  if (!s.ok()) {
+    if (s.code() != ESTALE) cache.ClearOrder();
+    return Error("order: " + s.message());
+  }
+  return {{"ok", true}, {"order", request["order"]}, {"files", rels->size()}};
 }
 
 }  // namespace
@@ -71,6 +127,7 @@ nlohmann::json HandleControlRequest(const nlohmann::json& request, ObjectCache& 
   if (op == "stats") return nlohmann::json{{"ok", true}, {"stats", stats()}};
   if (op == "warm") return Warm(request, cache, mountpoint);
   if (op == "warm_status") return WarmStatus(request, cache);
+  if (op == "order") return Order(request, cache, mountpoint);
   return Error("unknown control op '" + op + "'");
 }
 

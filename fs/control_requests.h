@@ -4,12 +4,20 @@
 //   {"op":"stats"}                -> {"ok":true,"stats":{...stats.json...}}
 //   {"op":"warm","path":"train/x"}
 //   {"op":"warm","paths":["a","b"]} -> {"ok":true,"queued":N}
+//   {"op":"order","paths":["a","b"]}          -> {"ok":true,"order":ID,"files":N}
+//   {"op":"order","order":ID,"paths":[...]}   -> the same, the paths added to order ID
+//   {"op":"order","clear":true}               -> {"ok":true}
 //
 // Warm paths are relative to the mount root, or absolute under the
 // mountpoint; a directory is warmed recursively (ObjectCache::Warm). The
 // answer comes once the paths are queued, not fetched; progress shows in
 // stats (warm_files_queued/done, warm_bytes). Any failure answers
 // {"ok":false,"error":"<one line>"}; for several paths, the first failure.
+//
+// An order (ObjectCache::SetOrder, cache/order_prefetcher.h) is the paths a
+// reader will open, in that order, named as warm's are; one that does not
+// fit one request (1 MiB) is sent in parts, the first setting it and each
+// next one adding to it by its id. A part refused drops the whole order.
 //
 // Thread-safety: as thread-safe as the cache and the stats source.
 #pragma once

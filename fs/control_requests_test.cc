@@ -68,5 +68,39 @@ TEST_F(ControlRequestsTest, BadRequestsAnswerOneLineErrors) {
   }
 }
 
+TEST_F(ControlRequestsTest, OrderSetsAddsToAndClearsTheOrder) {
+  nlohmann::json a = Do({{"op", "order"}, {"paths", {"train/a", "/mnt/data/train/b"}}});
+  ASSERT_EQ(a["ok"], true) << a.dump();
+  EXPECT_EQ(a["files"], 2);
+  const uint64_t id = a["order"].get<uint64_t>();
+  nlohmann::json b = Do({{"op", "order"}, {"order", id}, {"paths", {"train/a"}}});
+  ASSERT_EQ(b["ok"], true) << b.dump();
+  EXPECT_EQ(cache_->Stats()["order_files"], 3);
+  EXPECT_EQ(cache_->counters().orders_set.load(), 1u);
+  EXPECT_EQ(Do({{"op", "order"}, {"clear", true}})["ok"], true);
+  EXPECT_EQ(cache_->Stats()["order_files"], 0);
+  nlohmann::json stale = Do({{"op", "order"}, {"order", id}, {"paths", {"train/a"}}});
+  EXPECT_EQ(stale["ok"], false);
+}
+
+TEST_F(ControlRequestsTest, ABadOrderIsRefusedInOneLineAndDropsTheOldOne) {
+  ASSERT_EQ(Do({{"op", "order"}, {"paths", {"train/a"}}})["ok"], true);
+  for (const nlohmann::json& r :
+       {nlohmann::json{{"op", "order"}}, nlohmann::json{{"op", "order"}, {"paths", "train/a"}},
+        nlohmann::json{{"op", "order"}, {"paths", nlohmann::json::array()}},
+        nlohmann::json{{"op", "order"}, {"paths", {"../etc/passwd"}}},
+        nlohmann::json{{"op", "order"}, {"paths", {"/elsewhere/x"}}},
+        nlohmann::json{{"op", "order"}, {"paths", {".stoker/stats.json"}}},
+        nlohmann::json{{"op", "order"}, {"paths", {"train/missing"}}},
+        nlohmann::json{{"op", "order"}, {"paths", {"train"}}},
+        nlohmann::json{{"op", "order"}, {"order", "x"}, {"paths", {"train/a"}}}}) {
+    nlohmann::json a = Do(r);
+    EXPECT_EQ(a["ok"], false) << r.dump();
+    ASSERT_TRUE(a["error"].is_string()) << r.dump();
+    EXPECT_EQ(a["error"].get<std::string>().find('\n'), std::string::npos);
+    EXPECT_EQ(cache_->Stats()["order_files"], 0) << r.dump();
+  }
+}
+
 }  // namespace
 }  // namespace stoker

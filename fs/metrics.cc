@@ -47,7 +47,10 @@ const std::set<std::string_view> kGauges = {"cache_capacity_bytes",
                                             "origin_unreachable",
                                             "decode_threads",
                                             "decode_queue_depth",
-                                            "decode_running"};
+                                            "decode_running",
+                                            "order_files",
+                                            "order_position",
+                                            "order_bytes_ahead"};
 
 // Names whose unit is not at their end yet, or that say too little alone.
 const std::map<std::string_view, std::string_view> kRenames = {
@@ -69,7 +72,8 @@ const std::set<std::string_view> kInfo = {
     "origin", "opens", "passthrough", "io_backend", "origin_io_backend", "mountpoint", "decoder"};
 
 // Not metrics (a process id, paths the info labels do not need).
-const std::set<std::string_view> kSkipped = {"pid", "cache_dir", "control_socket", "fresh_start"};
+const std::set<std::string_view> kSkipped = {"pid", "cache_dir", "control_socket", "fresh_start",
+                                             "order_id"};
 
 // The shortest text that reads back as v (0.6, not 0.59999999999999998).
 std::string Number(double v) {

@@ -259,6 +259,13 @@ Subcommand AddMountCommand(CLI::App& root) {
                   "Files to read ahead of a reader going through a directory in order "
                   "(0 disables)")
       ->capture_default_str();
+  app->add_option("--order-ahead", args->order_ahead,
+                  "Files of a reader's order (`stoker order`) fetched ahead of it (0: orders "
+                  "are refused)")
+      ->capture_default_str();
+  app->add_option("--order-ahead-bytes", args->order_ahead_bytes,
+                  "Most bytes of a reader's order fetched ahead of it and not yet opened")
+      ->capture_default_str();
   app->add_flag("-f,--foreground", args->foreground,
                 "Serve in this process, logging to stderr, until unmounted");
   app->add_flag("--supervise,!--no-supervise", args->supervise,

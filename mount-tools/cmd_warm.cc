@@ -17,8 +17,8 @@
 #include <memory>
 #include <thread>
 
-#include "fs/control_socket.h"
 #include "mount-tools/commands.h"
+#include "mount-tools/daemon_client.h"
 #include "mount-tools/mount_root.h"
 #include "util/size.h"
 
@@ -39,32 +39,6 @@ Result<std::string> ViewPath(const std::string& root, const std::string& rel,
   if (::stat((root + "/" + in_view).c_str(), &st) == 0) return in_view;
   if (::stat((root + "/" + in_view + ".npy").c_str(), &st) == 0) return in_view + ".npy";
   return Status::NotFound("'" + rel + "' is not in view '" + view + "'");
-}
-
-// A mount's daemon: its root and control socket.
-struct Daemon {
-  std::string root;
-  std::string socket;
-};
-
-Result<Daemon> DaemonOf(const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(std::string root, FindMountRoot(path));
-  STOKER_ASSIGN_OR_RETURN(StatsFile stats, ReadStatsFile(root));
-  auto it = stats.json.find("cache_dir");
-  if (it == stats.json.end() || !it->is_string()) {
-    return Status::Corruption("stats.json of '" + root + "' names no cache_dir");
-  }
-  return Daemon{root, it->get<std::string>() + "/control.sock"};
-}
-
-Result<nlohmann::json> Ask(const Daemon& d, const nlohmann::json& request) {
-  auto reply = ControlRequest(d.socket, request);
-  if (!reply.ok()) {
-    return Status::Error(reply.status().code(), "cannot reach the daemon of '" + d.root +
-                                                    "': " + reply.status().message());
-  }
-  STOKER_RETURN_IF_ERROR(ParseControlReply(*reply));
-  return reply;
 }
 
 // The path relative to its mount's root (in the view, with one).

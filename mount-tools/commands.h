@@ -39,6 +39,7 @@ Subcommand AddUnmountCommand(CLI::App& root);
 Subcommand AddStatCommand(CLI::App& root);
 Subcommand AddFsckCommand(CLI::App& root);
 Subcommand AddWarmCommand(CLI::App& root);
+Subcommand AddOrderCommand(CLI::App& root);
 
 // Prints "stoker: error: <message>" on stderr.
 inline void PrintError(const std::string& message) {
@@ -58,6 +59,8 @@ struct MountArgs {
   std::string revalidate = "60";  // seconds
   std::string prefetch = "8M";
   std::string prefetch_files = "16";
+  std::string order_ahead = "128";  // files (cache/order_prefetcher.h)
+  std::string order_ahead_bytes = "1G";
   std::string max_nodes = "100000";
   std::vector<std::string> fuse_options;  // as given; comma lists not yet split
   std::string io_backend = "auto";
@@ -89,6 +92,7 @@ inline constexpr uint64_t kMinChunkSize = 64ull << 10;
 inline constexpr uint64_t kMaxChunkSize = 64ull << 20;
 inline constexpr uint64_t kMinChunksInCache = 4;
 inline constexpr uint64_t kMaxPrefetchFiles = 1024;
+inline constexpr uint64_t kMaxOrderAhead = 100000;
 
 // path made absolute against the working directory and lexically normal,
 // without resolving anything (the mountpoint may be stale); an origin URL
@@ -122,5 +126,16 @@ nlohmann::json WarmRequest(const std::string& rel_path);
 // OK for {"ok":true,...}; otherwise the daemon's error, or EPROTO for an
 // answer that is not of that shape.
 Status ParseControlReply(const nlohmann::json& answer);
+
+// --- order -----------------------------------------------------------------
+
+// The paths of an order file's text: one per line, blank lines and lines
+// starting with '#' left out.
+std::vector<std::string> ParseOrderLines(const std::string& text);
+
+// paths split into the parts of an order sent over the control socket, each
+// a JSON array of at most max_bytes when dumped.
+std::vector<std::vector<std::string>> SplitOrder(const std::vector<std::string>& paths,
+                                                 size_t max_bytes);
 
 }  // namespace stoker

@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "stoker " STOKER_VERSION, "Print the version and exit");
   app.require_subcommand(0, 1);
   std::vector<Subcommand> commands = {AddMountCommand(app), AddUnmountCommand(app),
-                                      AddStatCommand(app), AddFsckCommand(app),
-                                      AddWarmCommand(app)};
+                                      AddStatCommand(app),  AddFsckCommand(app),
+                                      AddWarmCommand(app),  AddOrderCommand(app)};
   auto usage_error = [&app](const std::string& what) {
     std::string where = "stoker";
     for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();

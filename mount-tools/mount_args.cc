@@ -136,6 +136,17 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
     return Status::Invalid("--prefetch-files " + args.prefetch_files + ": at most " +
                            std::to_string(kMaxPrefetchFiles));
   }
+  STOKER_ASSIGN_OR_RETURN(o.cache.order_ahead_files,
+                          ParseWholeNumber("--order-ahead", args.order_ahead, "files"));
+  if (o.cache.order_ahead_files > kMaxOrderAhead) {
+    return Status::Invalid("--order-ahead " + args.order_ahead + ": at most " +
+                           std::to_string(kMaxOrderAhead));
+  }
+  STOKER_ASSIGN_OR_RETURN(o.cache.order_ahead_bytes,
+                          ParseSizeFlag("--order-ahead-bytes", args.order_ahead_bytes));
+  if (o.cache.order_ahead_bytes == 0) {
+    return Status::Invalid("--order-ahead-bytes 0: give a size (--order-ahead 0 turns orders off)");
+  }
 
   if (args.io_backend == "auto") {
     o.cache.io_backend = IoBackendKind::kAuto;
