@@ -1,9 +1,10 @@
 """bench/views' PyTorch rows: one epoch of an ImageFolder-style DataLoader, raw JPEGs (PIL decode) or a decoded
-view's .npy files, in a worker process of an interpreter that imports torch and torchvision (Debian's python3-torch
+view's .npy files (rows P), or of webdataset over .tar shards, raw (PIL decode) or their view (rows W), in a worker process of an interpreter that imports torch and torchvision (Debian's python3-torch
 and python3-torchvision serve /usr/bin/python3, which need not be the interpreter running the bench).
 Every row: DatasetFolder -> Resize(256) -> DataLoader(num_workers=WORKERS, batch_size=BATCH, collate_fn=list: the
 images keep their own sizes), shuffle off, iterated to the end; only the iteration is timed (worker start-up
-included: a training loop pays it every epoch)."""
+included: a training loop pays it every epoch). Rows W: WebDataset(shards) -> decode("pilrgb") (raw: KEY.jpg) or
+decode() (view: KEY.npy, np.load) -> Resize(256) -> the same DataLoader (each worker takes its own shards)."""
 
 import os
 import subprocess
@@ -14,6 +15,7 @@ WORKERS = 4
 BATCH = 64
 RESIZE = 256
 PROBE = "import torch, torchvision, numpy, PIL"
+WDS_PROBE = "import webdataset"
 
 
 def torch_python():
@@ -73,6 +75,59 @@ def worker_pipeline(spec):
     if spec.get("verify"):
         out["verify"] = verify(ds, spec["verify"])
     return out
+
+
+def wds_dataset(kind, shards):
+    import webdataset as wds  # noqa: PLC0415
+    from torchvision import transforms  # noqa: PLC0415
+    ds = wds.WebDataset(shards, shardshuffle=False)
+    if kind == "raw":
+        return ds.decode("pilrgb").to_tuple("jpg", "cls").map_tuple(
+            transforms.Compose([transforms.Resize(RESIZE), transforms.PILToTensor()]), int)
+    return ds.decode().to_tuple("npy", "cls").map_tuple(NpyToResized(transforms.Resize(RESIZE, antialias=True)), int)
+
+
+def worker_wds_pipeline(spec):
+    import PIL  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    import torchvision  # noqa: PLC0415
+    import webdataset  # noqa: PLC0415
+    from torch.utils.data import DataLoader  # noqa: PLC0415
+    shards = sorted(os.path.join(spec["root"], f) for f in os.listdir(spec["root"]) if f.endswith(".tar"))
+    loader = DataLoader(wds_dataset(spec["kind"], shards), batch_size=BATCH, num_workers=WORKERS,
+                        collate_fn=keep_list)
+    images = 0
+    t0 = time.monotonic()
+    for batch in loader:
+        images += len(batch)
+    secs = time.monotonic() - t0
+    out = {"images": images, "secs": secs, "input_bytes": sum(os.path.getsize(p) for p in shards),
+           "torch": torch.__version__, "torchvision": torchvision.__version__, "Pillow (rows P)": PIL.__version__,
+           "webdataset": getattr(webdataset, "__version__", "?")}
+    if spec.get("verify"):
+        out["verify"] = verify_shard(shards[0], spec["verify"])
+    return out
+
+
+def verify_shard(view_shard, check):
+    """The view of a shard must list the raw shard's members, each .jpg as .npy holding PIL's decode of it (Image.draft
+    at 1/ratio), bit for bit, for its first n images."""
+    import io  # noqa: PLC0415
+    import tarfile  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+    vd = load_view_data()
+    raw_shard = os.path.join(check["raw_root"], os.path.basename(view_shard))
+    with tarfile.open(raw_shard) as raw, tarfile.open(view_shard) as view:
+        rm, vm = raw.getmembers(), view.getmembers()
+        if [m.name[:-4] + ".npy" if m.name.endswith(".jpg") else m.name for m in rm] != [m.name for m in vm]:
+            return f"{view_shard}: other members than {raw_shard}"
+        pairs = [(r, v) for r, v in zip(rm, vm) if v.name.endswith(".npy")][:check["n"]]
+        for r, v in pairs:
+            want = vd.decode_like_libjpeg(raw.extractfile(r).read(), channels=3, ratio=check["ratio"])
+            got = np.load(io.BytesIO(view.extractfile(v).read()))
+            if got.shape != want.shape or not np.array_equal(got, want):
+                return f"{view_shard}: {v.name} differs from PIL's decode of {r.name}"
+    return None
 
 
 def verify(view, check):
