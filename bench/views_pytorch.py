@@ -38,14 +38,17 @@ def keep_list(batch):
 
 
 class NpyToResized:
-    """The view's H x W x 3 uint8 array as a C x H x W tensor, resized as PIL's Resize does (antialiased)."""
+    """The view's H x W x 3 uint8 array through the same PIL Resize as the raw rows (Image.fromarray copies it into a
+    PIL image; no decode), then PILToTensor: both sides resize with one implementation, so rows P and W measure the
+    data path. (torchvision's tensor Resize(antialias=True) on 2 cores took longer than PIL's decode + resize.)"""
 
-    def __init__(self, resize):
-        self.resize = resize
+    def __init__(self):
+        from torchvision import transforms  # noqa: PLC0415
+        self.then = transforms.Compose([transforms.Resize(RESIZE), transforms.PILToTensor()])
 
     def __call__(self, arr):
-        import torch  # noqa: PLC0415
-        return self.resize(torch.from_numpy(arr).permute(2, 0, 1))
+        from PIL import Image  # noqa: PLC0415
+        return self.then(Image.fromarray(arr))
 
 
 def dataset(kind, root):
@@ -55,7 +58,7 @@ def dataset(kind, root):
     if kind == "raw":  # ImageFolder's own loader: PIL open + convert("RGB"), decoded with PIL's defaults (ISLOW)
         return ImageFolder(root, transform=transforms.Compose([transforms.Resize(RESIZE), transforms.PILToTensor()]))
     return DatasetFolder(root, loader=np.load, extensions=(".npy",),
-                         transform=NpyToResized(transforms.Resize(RESIZE, antialias=True)))
+                         transform=NpyToResized())
 
 
 def worker_pipeline(spec):
@@ -84,7 +87,7 @@ def wds_dataset(kind, shards):
     if kind == "raw":
         return ds.decode("pilrgb").to_tuple("jpg", "cls").map_tuple(
             transforms.Compose([transforms.Resize(RESIZE), transforms.PILToTensor()]), int)
-    return ds.decode().to_tuple("npy", "cls").map_tuple(NpyToResized(transforms.Resize(RESIZE, antialias=True)), int)
+    return ds.decode().to_tuple("npy", "cls").map_tuple(NpyToResized(), int)
 
 
 def worker_wds_pipeline(spec):
