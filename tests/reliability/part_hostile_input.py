@@ -28,7 +28,7 @@ TARGETS = {
     "cache/fuzz/index_record_fuzz": "cache/fuzz/corpus/index_record",
     "cache/fuzz/remote_listing_fuzz": "cache/fuzz/corpus/remote_listing",
 }
-SECONDS = {"quick": 30, "full": 300}
+SECONDS = {"quick": 20, "full": 300}
 
 
 def hostile_input(tally, scratch, quick, seed):
