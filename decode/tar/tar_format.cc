@@ -254,8 +254,10 @@ Result<std::string> RewriteTarHeaders(std::string_view raw, std::string_view old
       if (EndsWith(name, old_suffix)) {
         const size_t keep = name.size() - old_suffix.size();
         std::memset(block + kName.at + keep, 0, kName.len - keep);
-        std::memcpy(block + kName.at + keep, new_suffix.data(),
-                    std::min(new_suffix.size(), kName.len - keep));
+        if (!new_suffix.empty()) {
+          std::memcpy(block + kName.at + keep, new_suffix.data(),
+                      std::min(new_suffix.size(), kName.len - keep));
+        }
         renamed = renamed || keep + new_suffix.size() <= kName.len;
       }
       PutSize(block, new_size);
@@ -309,7 +311,7 @@ namespace {
 std::string HeaderBlock(std::string_view name, uint64_t size, char type, std::string_view magic,
                         std::string_view prefix = {}) {
   uint8_t block[kTarBlock] = {};
-  std::memcpy(block + kName.at, name.data(), std::min(name.size(), kName.len));
+  if (!name.empty()) std::memcpy(block + kName.at, name.data(), std::min(name.size(), kName.len));
   std::memcpy(block + 100, "0000644", 8);
   std::memcpy(block + 108, "0001750", 8);
   std::memcpy(block + 116, "0001750", 8);
@@ -320,7 +322,9 @@ std::string HeaderBlock(std::string_view name, uint64_t size, char type, std::st
   if (magic == kPosixMagic) std::memcpy(block + kMagic.at + 6, "00", 2);
   std::memcpy(block + 265, "stoker", 6);
   std::memcpy(block + 297, "stoker", 6);
-  std::memcpy(block + kPrefix.at, prefix.data(), std::min(prefix.size(), kPrefix.len));
+  if (!prefix.empty()) {  // (an empty view's data() may be null)
+    std::memcpy(block + kPrefix.at, prefix.data(), std::min(prefix.size(), kPrefix.len));
+  }
   PutChecksum(block);
   return std::string(reinterpret_cast<const char*>(block), kTarBlock);
 }
