@@ -7,6 +7,7 @@
 // are contiguous, add up to its size, and survive their own encoding; every
 // image entry produces exactly its size and, copied entries and all, the
 // view reads back as a tar with the raw file's members, images renamed.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -33,12 +34,9 @@ void SealHeaders(std::string& tar) {
   while (at + kTarBlock <= tar.size()) {
     char* h = tar.data() + at;
     std::memset(h + 148, ' ', 8);
-    unsigned sum = 0;
-    for (size_t i = 0; i < kTarBlock; ++i) sum += static_cast<uint8_t>(h[i]);
-    if (sum == 8 * ' ') break;  // a zero block (but for the checksum): the end
-    char digits[8];
-    std::snprintf(digits, sizeof(digits), "%06o", sum & 0777777);
-    std::memcpy(h + 148, digits, 7);
+    if (std::all_of(h, h + kTarBlock, [](char c) { return c == '\0' || c == ' '; }))
+      break;  // the end
+    SealTarHeader(reinterpret_cast<uint8_t*>(h));
     uint64_t size = 0;
     for (size_t i = 124; i < 135 && h[i] >= '0' && h[i] <= '7'; ++i) size = size * 8 + (h[i] - '0');
     at += kTarBlock + TarPadded(size);

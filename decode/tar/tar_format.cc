@@ -92,7 +92,9 @@ bool AllZero(const uint8_t* block) {
   return std::all_of(block, block + kTarBlock, [](uint8_t b) { return b == 0; });
 }
 
-void PutChecksum(uint8_t* block) {
+}  // namespace
+
+void SealTarHeader(uint8_t* block) {
   const uint64_t sum = Sums(block).first;
   char digits[8];
   std::snprintf(digits, sizeof(digits), "%06o", static_cast<unsigned>(sum));
@@ -100,6 +102,8 @@ void PutChecksum(uint8_t* block) {
   block[kChecksum.at + 6] = '\0';
   block[kChecksum.at + 7] = ' ';
 }
+
+namespace {
 
 void PutSize(uint8_t* block, uint64_t size) {
   uint8_t* f = block + kSize.at;
@@ -261,7 +265,7 @@ Result<std::string> RewriteTarHeaders(std::string_view raw, std::string_view old
         renamed = renamed || keep + new_suffix.size() <= kName.len;
       }
       PutSize(block, new_size);
-      PutChecksum(block);
+      SealTarHeader(block);
       out.append(reinterpret_cast<const char*>(block), kTarBlock);
       pos = data;
       has_header = true;
@@ -295,7 +299,7 @@ Result<std::string> RewriteTarHeaders(std::string_view raw, std::string_view old
       }
     }
     PutSize(block, ext.size());
-    PutChecksum(block);
+    SealTarHeader(block);
     out.append(reinterpret_cast<const char*>(block), kTarBlock);
     out.append(ext);
     out.append(TarPadded(ext.size()) - ext.size(), '\0');
@@ -325,7 +329,7 @@ std::string HeaderBlock(std::string_view name, uint64_t size, char type, std::st
   if (!prefix.empty()) {  // (an empty view's data() may be null)
     std::memcpy(block + kPrefix.at, prefix.data(), std::min(prefix.size(), kPrefix.len));
   }
-  PutChecksum(block);
+  SealTarHeader(block);
   return std::string(reinterpret_cast<const char*>(block), kTarBlock);
 }
 

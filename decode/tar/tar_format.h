@@ -91,5 +91,7 @@ std::string TarMemberBytes(std::string_view name, std::string_view data,
                            TarFormat format = TarFormat::kUstar);
 // Two zero blocks.
 std::string TarEnd();
+// Writes the checksum of a header block (kTarBlock bytes), as tar writers do.
+void SealTarHeader(uint8_t* block);
 
 }  // namespace stoker

@@ -36,11 +36,7 @@ std::string Retyped(const std::string& member, char type, uint64_t size) {
   std::string h = member.substr(0, 512);
   h[156] = type;
   std::snprintf(&h[124], 12, "%011llo", static_cast<unsigned long long>(size));
-  std::memset(&h[148], ' ', 8);
-  unsigned sum = 0;
-  for (unsigned char c : h) sum += c;
-  std::snprintf(&h[148], 7, "%06o", sum);
-  h[154] = '\0';
+  SealTarHeader(reinterpret_cast<uint8_t*>(h.data()));
   return h;
 }
 
