@@ -294,6 +294,20 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   return st;
 }
 
+// ThreadSanitizer's runtime keeps a thread of its own: such a build (a test
+// build) runs without a supervisor, and says so in the log.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizerThreads = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kSanitizerThreads = true;
+#else
+constexpr bool kSanitizerThreads = false;
+#endif
+#else
+constexpr bool kSanitizerThreads = false;
+#endif
+
 }  // namespace
 
 Status RunMount(const MountOptions& options) {
@@ -317,6 +331,7 @@ Status RunMount(const MountOptions& options) {
   // (each daemon starts its own again).
   spdlog::flush_every(std::chrono::seconds(0));
   SupervisorOptions so;
+  if (kSanitizerThreads) so.single_thread_wait = std::chrono::milliseconds(500);
   // The ready line is the first daemon's to write; the CLI sees its end
   // once that daemon has said it or died.
   so.after_first_fork = [&options] {
@@ -338,6 +353,12 @@ Status RunMount(const MountOptions& options) {
     return st.ok() ? 0 : 1;
   });
   if (st.code() != EDEADLK) return st;
+  if (!kSanitizerThreads) {
+    // A mount the user asked to keep across crashes is never quietly one
+    // that a crash ends.
+    return Status::Error(EDEADLK, "no supervisor could be started (" + st.message() +
+                                      "); mount with --no-supervise to run without one");
+  }
   LOG_WARN("no supervisor: {}; a daemon crash will end the mount", st.message());
   spdlog::flush_every(std::chrono::seconds(2));
   return unsupervised();

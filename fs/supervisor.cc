@@ -1,5 +1,6 @@
 #include "fs/supervisor.h"
 
+#include <dirent.h>
 #include <linux/fuse.h>
 #include <poll.h>
 #include <signal.h>
@@ -8,11 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "util/log.h"
@@ -132,25 +135,18 @@ bool Supervisor::Drain(int channel, bool wait) {
   }
 }
 
-// Threads of this process, from /proc/self/status; 0 if unknown.
-int ThreadCount() {
-  FILE* f = std::fopen("/proc/self/status", "re");
-  if (f == nullptr) return 0;
-  char line[256];
-  int n = 0;
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::sscanf(line, "Threads: %d", &n) == 1) break;
-  }
-  std::fclose(f);
-  return n;
-}
-
 Status Supervisor::Run(const std::function<int(SupervisorLink&)>& daemon) {
   // Another thread would take the signals blocked here (and their default
-  // action), and might hold a lock across the fork.
-  if (const int threads = ThreadCount(); threads > 1) {
-    return Status::Error(EDEADLK, "the supervisor must run single-threaded (" +
-                                      std::to_string(threads) + " threads)");
+  // action), and might hold a lock across the fork. A thread the caller has
+  // just joined may still be listed for a while (see AwaitOneThread).
+  if (std::vector<std::string> others = AwaitOneThread(options_.single_thread_wait);
+      !others.empty()) {
+    std::string names;
+    for (const std::string& n : others) names += (names.empty() ? "" : ", ") + n;
+    return Status::Error(
+        EDEADLK, "the supervisor must run single-threaded, and " + std::to_string(others.size()) +
+                     " other threads still ran after " +
+                     std::to_string(options_.single_thread_wait.count()) + " ms: " + names);
   }
   STOKER_RETURN_IF_ERROR(WatchSignals());
   for (uint32_t generation = 1;; ++generation) {
@@ -300,6 +296,38 @@ Status Supervise(const SupervisorOptions& options,
                  const std::function<int(SupervisorLink&)>& daemon) {
   Supervisor s(options);
   return s.Run(daemon);
+}
+
+std::vector<std::string> OtherThreads() {
+  std::vector<std::string> names;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return names;
+  const std::string self = std::to_string(gettid());
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.' || self == e->d_name) continue;
+    std::string comm;
+    if (FILE* f =
+            std::fopen(("/proc/self/task/" + std::string(e->d_name) + "/comm").c_str(), "re")) {
+      char buf[64] = {};
+      if (std::fgets(buf, sizeof(buf), f) != nullptr) comm = buf;
+      std::fclose(f);
+    }
+    while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    names.push_back((comm.empty() ? std::string("?") : comm) + " (" + e->d_name + ")");
+  }
+  closedir(d);
+  return names;
+}
+
+std::vector<std::string> AwaitOneThread(std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  auto pause = std::chrono::microseconds(100);
+  for (;;) {
+    std::vector<std::string> others = OtherThreads();
+    if (others.empty() || std::chrono::steady_clock::now() >= deadline) return others;
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(10));
+  }
 }
 
 bool RequestResend(int fuse_fd) {

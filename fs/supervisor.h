@@ -35,17 +35,20 @@
 // descriptor and the mount is left dead, as without a supervisor (the next
 // `stoker mount` clears it).
 //
-// Thread-safety: Supervise must be called while the process has one thread
-// (it forks). SupervisorLink is used by the daemon; Record is thread-safe.
+// Thread-safety: Supervise must be called once no other thread is running
+// (it forks, and waits for threads already joined to be gone).
+// SupervisorLink is used by the daemon; Record is thread-safe.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fs/inode_table.h"
 #include "util/status.h"
@@ -102,6 +105,9 @@ struct SupervisorOptions {
   // otherwise crash for ever).
   int max_restarts = 5;
   int restart_window_s = 10;
+  // How long Supervise waits for the process to have one thread before it
+  // refuses (EDEADLK). Default: 5 s (see AwaitOneThread).
+  std::chrono::milliseconds single_thread_wait{5000};
   // Called in the supervisor once the first daemon is forked (to close what
   // only the daemon should hold). Default: none.
   std::function<void()> after_first_fork;
@@ -110,9 +116,22 @@ struct SupervisorOptions {
 // Runs daemon(link) in a child process and restarts it as described above.
 // The child exits with daemon's return value. OK if the daemon exited 0;
 // otherwise an error naming how it ended. EDEADLK, before anything is
-// forked, if the process has more than one thread (a sanitizer's, say).
+// forked, if the process still has more than one thread after
+// options.single_thread_wait (a sanitizer's, say), naming them.
 Status Supervise(const SupervisorOptions& options,
                  const std::function<int(SupervisorLink&)>& daemon);
+
+// The threads of this process other than the caller, as "NAME (TID)", from
+// /proc/self/task.
+std::vector<std::string> OtherThreads();
+
+// Waits until the caller is the process's only thread, or until wait has
+// passed; returns OtherThreads() as it was last seen (empty: alone). A thread
+// just joined is not yet gone: pthread_join returns once the kernel clears
+// the thread's id, before the thread leaves the thread group, and load
+// widens that window; an io_uring worker leaves its ring's owner on its own
+// time too.
+std::vector<std::string> AwaitOneThread(std::chrono::milliseconds wait);
 
 // Asks the kernel to send again the requests read from fuse_fd and not
 // answered (FUSE_NOTIFY_RESEND). False if the kernel refused (too old).

@@ -9,6 +9,7 @@ mount dead, as without a supervisor, for the next `stoker mount` to clear."""
 import hashlib
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -219,3 +220,36 @@ def test_supervised_by_default_and_no_supervise_lets_a_kill9_end_the_mount(mount
     lib.wait_until(lambda: not lib.pid_alive(m.pid), 30, what="daemon gone")
     with pytest.raises(OSError):
         os.listdir(m.mnt)
+
+
+def test_every_mount_under_io_load_gets_its_supervisor(mounts, tmp_path):
+    """Regression (issue 30, item 1): beside O_DIRECT readers and writers, a
+    mount came up now and then without its supervisor (a thread just joined
+    was still counted). Forty mounts in a row: each one is supervised."""
+    origin = tmp_path / "origin"
+    make_dataset(origin, n=1, size=MIB)
+    load = tmp_path / "load"
+    load.mkdir()
+    scratch = load / "dd.bin"
+    with open(scratch, "wb") as f:
+        f.write(os.urandom(8 * MIB))
+    loops = [
+        f"while :; do dd if=/dev/zero of={load}/w.bin bs=1M count=32 oflag=direct "
+        f"conv=fsync status=none || dd if=/dev/zero of={load}/w.bin bs=1M count=32 "
+        f"conv=fsync status=none; done",
+        f"while :; do dd if={scratch} of=/dev/null bs=64k iflag=direct status=none "
+        f"|| dd if={scratch} of=/dev/null bs=64k status=none; done",
+    ]
+    dds = [subprocess.Popen(["bash", "-c", c], start_new_session=True) for c in loops]
+    try:
+        m = mounts.new(origin)
+        for i in range(40):
+            m.mount()
+            s = m.stats()
+            assert "supervisor" in s, f"mount {i}: no supervisor in stats: {s}"
+            assert s["supervisor"]["generation"] == 1
+            m.unmount()
+    finally:
+        for p in dds:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
