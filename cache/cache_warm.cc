@@ -1,6 +1,8 @@
-// The cache's side of warming: a file the Warmer found, fetched whole; a
-// sampler's order, checked and handed to the OrderPrefetcher.
+// The cache's side of warming: a file the Warmer found, fetched whole if it
+// fits below the high watermark; a sampler's order, checked and handed to
+// the OrderPrefetcher.
 #include "cache/object_cache_impl.h"
+#include "util/size.h"
 
 namespace stoker {
 
@@ -12,14 +14,55 @@ Result<uint64_t> ObjectCacheImpl::StartWarm(const std::vector<std::string>& path
 
 nlohmann::json ObjectCacheImpl::WarmStatus(uint64_t id) { return warmer_.JobStatus(id); }
 
-Status ObjectCacheImpl::WarmFile(const std::string& path) {
+bool ObjectCacheImpl::ClaimWarmRoom(uint64_t n) {
+  const auto high = static_cast<uint64_t>(static_cast<long double>(quota_.limit()) *
+                                          static_cast<long double>(options_.high_watermark));
+  uint64_t claimed = warm_claimed_.load();
+  do {
+    if (quota_.used() + claimed + n > high) return false;
+  } while (!warm_claimed_.compare_exchange_weak(claimed, claimed + n));
+  return true;
+}
+
+Result<uint64_t> ObjectCacheImpl::WarmFile(const std::string& path) {
   STOKER_ASSIGN_OR_RETURN(Opened opened, opener_.Open(path, false, Opener::kWarm));
+  const ObjectVersion& v = *opened.file->version;
+  const uint64_t size = v.identity.size;
+  auto missing_chunks = [&] {
+    std::vector<uint64_t> missing;
+    for (uint64_t i = 0; i < v.chunks; ++i) {
+      if (!reader_.IsCached(ChunkKey{v.key.object_id, v.key.version, i})) missing.push_back(i);
+    }
+    return missing;
+  };
+  uint64_t need = 0;
+  for (uint64_t i : missing_chunks()) need += AllocatedBytes(ChunkLength(size, chunk_size_, i));
+  // Above the high watermark the evictor takes the newest fresh chunks
+  // first (eviction.h): the ones this warm just wrote. So a warm keeps
+  // files only while they fit below it, evicts nothing, and says which it
+  // could not keep; the claim stops warm files filled together from
+  // overrunning the watermark between them. Their claims count what they
+  // wrote as well until they end, so near the bound a file may be refused
+  // that would have fitted; it is listed, never evicted later.
+  if (need > 0 && !ClaimWarmRoom(need)) {
+    return Status::NoSpace("not kept: the cache holds " + FormatSize(quota_.used()) + " of its " +
+                           FormatSize(quota_.limit()) +
+                           " bound, and a warm evicts nothing to make room");
+  }
   Fill fill;
   fill.urgency = Urgency::kWarm;
   FetchTally tally;
   Status s = prefetcher_.FillFile(*opened.file, fill, &tally);
+  warm_claimed_ -= need;
   counters_.warm_bytes += tally.bytes;
-  return s;
+  STOKER_RETURN_IF_ERROR(s);
+  // A chunk the cache refused (its disk low, its index unable to record
+  // the file) was served and dropped.
+  if (const size_t left = missing_chunks().size(); left > 0) {
+    return Status::NoSpace("not kept: " + std::to_string(left) + " of its " +
+                           std::to_string(v.chunks) + " chunks could not be cached");
+  }
+  return size;
 }
 
 Result<uint64_t> ObjectCacheImpl::SetOrder(const std::vector<std::string>& paths) {

@@ -121,8 +121,12 @@ class ObjectCacheImpl final : public ObjectCache {
 
  private:
   // cache_warm.cc: fetches a file the Warmer found whole (Warmer::WarmFile):
-  // opened as a warm, filled by the Prefetcher.
-  Status WarmFile(const std::string& path);
+  // opened as a warm, filled by the Prefetcher, if it fits below the high
+  // watermark (a warm evicts nothing); its size, or ENOSPC if not kept.
+  Result<uint64_t> WarmFile(const std::string& path);
+  // Claims n bytes below the high watermark for a warm's file; false if
+  // they do not fit beside what the cache and other warm files hold.
+  bool ClaimWarmRoom(uint64_t n);
 
   const CacheOptions options_;
   // Bytes made recently and wanted again soon: readahead, unstored chunks,
@@ -150,6 +154,7 @@ class ObjectCacheImpl final : public ObjectCache {
   OriginReader origin_reader_;
   Evictor evictor_;
   Warmer warmer_;
+  std::atomic<uint64_t> warm_claimed_{0};  // ClaimWarmRoom's, until the file is filled
   ChunkFetch fetch_;
   Prefetcher prefetcher_;
   VersionTable versions_{chunk_size_, options_.max_object_entries};

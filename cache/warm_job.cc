@@ -2,7 +2,8 @@
 
 namespace stoker {
 
-void WarmJob::Failed(const std::string& path, const std::string& why) {
+void WarmJob::Failed(const std::string& path, const std::string& why, bool sized) {
+  if (!sized) unsized_--;
   {
     MutexLock l(mu_);
     if (failed_.size() < kMaxFailuresKept) failed_.emplace_back(path, why);
@@ -22,6 +23,7 @@ nlohmann::json WarmJob::Json() const {
           {"files_done", files_done_.load()},
           {"bytes_found", bytes_found_.load()},
           {"bytes_done", bytes_done_.load()},
+          {"unsized", unsized_.load()},
           {"failures", failures_.load()},
           {"failed", failed},
           {"walked", roots_left_.load() == 0},

@@ -26,24 +26,33 @@ class WarmJob {
       : id_(id), paths_(std::move(paths)), roots_left_(paths_.size()) {}
 
   uint64_t id() const { return id_; }
-  // The walk found a file of size bytes to fetch.
-  void Found(uint64_t bytes) {
+  // The walk found a file of size bytes to fetch; sized: whether that is
+  // its size (a view's file listed before it was laid out is not sized).
+  void Found(uint64_t bytes, bool sized = true) {
     files_found_++;
     bytes_found_ += bytes;
+    if (!sized) unsized_++;
   }
-  // A file found was fetched whole (bytes: its size), or could not be.
-  void Done(uint64_t bytes) {
+  // A file found is in the cache whole: listed is what Found was told,
+  // bytes its size as fetched (which replaces listed in bytes_found).
+  void Done(uint64_t listed, bool sized, uint64_t bytes) {
+    bytes_found_ += bytes;
+    bytes_found_ -= listed;
     bytes_done_ += bytes;
+    if (!sized) unsized_--;
     files_done_++;
   }
-  void Failed(const std::string& path, const std::string& why);
+  // A file found could not be warmed (sized: as told to Found), or a path
+  // could not be walked (then after Found(0)).
+  void Failed(const std::string& path, const std::string& why, bool sized = true);
   // The walk of one of the paths ended (listed whole, or failed).
   void RootWalked() { roots_left_--; }
   bool finished() const { return roots_left_ == 0 && files_done_ + failures_ == files_found_; }
 
   // {"job", "paths", "files_found", "files_done", "bytes_found", "bytes_done",
-  //  "failures", "failed": [{"path", "error"}], "walked", "finished",
-  //  "seconds"}
+  //  "unsized", "failures", "failed": [{"path", "error"}], "walked",
+  //  "finished", "seconds"}; unsized: files found whose size is known
+  //  only once they are fetched (bytes_found grows by theirs then).
   nlohmann::json Json() const;
 
  private:
@@ -54,6 +63,7 @@ class WarmJob {
   std::atomic<uint64_t> files_done_{0};
   std::atomic<uint64_t> bytes_found_{0};
   std::atomic<uint64_t> bytes_done_{0};
+  std::atomic<uint64_t> unsized_{0};
   std::atomic<uint64_t> failures_{0};
   std::atomic<size_t> roots_left_;
   mutable Mutex mu_;

@@ -112,28 +112,29 @@ void Warmer::Loop() {
   }
 }
 
-void Warmer::WarmOne(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job) {
-  Status s = warm_file_(path);
+void Warmer::WarmOne(const std::string& path, uint64_t listed, bool sized,
+                     const std::shared_ptr<WarmJob>& job) {
+  Result<uint64_t> size = warm_file_(path);
   counters_->warm_files_done++;
-  if (s.ok()) {
-    job->Done(size);
+  if (size.ok()) {
+    job->Done(listed, sized, *size);
     return;
   }
-  LOG_WARN("warm '{}': {}", path, s.message());
-  job->Failed(path, s.message());
+  LOG_WARN("warm '{}': {}", path, size.status().message());
+  job->Failed(path, size.status().message(), sized);
 }
 
 void Warmer::Walk(Entry entry) {
   const std::shared_ptr<WarmJob>& job = entry.job;
   bool counted = entry.counted;
-  auto queue_file = [&](const std::string& p, uint64_t size) {
+  auto queue_file = [&](const std::string& p, uint64_t size, bool sized) {
     if (!counted) counters_->warm_files_queued++;
     counted = false;
-    job->Found(size);
+    job->Found(size, sized);
     if (!pool_->Submit(WorkerPool::Priority::kLow,
-                       [this, p, size, job] { WarmOne(p, size, job); })) {
+                       [this, p, size, sized, job] { WarmOne(p, size, sized, job); })) {
       counters_->warm_files_queued--;
-      job->Failed(p, "the daemon is stopping");
+      job->Failed(p, "the daemon is stopping", sized);
     }
   };
   const std::string& root = entry.path;
@@ -147,7 +148,7 @@ void Warmer::Walk(Entry entry) {
     return;
   }
   if (S_ISREG(st->st_mode)) {
-    queue_file(root, static_cast<uint64_t>(st->st_size));
+    queue_file(root, static_cast<uint64_t>(st->st_size), true);
     job->RootWalked();
     return;
   }
@@ -160,11 +161,17 @@ void Warmer::Walk(Entry entry) {
     if (Stopping()) return;
     std::string dir = std::move(dirs.back());
     dirs.pop_back();
-    std::vector<std::pair<std::string, uint64_t>> files;
+    struct Listed {
+      std::string path;
+      uint64_t size;
+      bool sized;  // a view lists a file it has not laid out yet without its size
+    };
+    std::vector<Listed> files;
     Status s = ReadDirForWarm(dir, [&](const OriginDirEntry& e) {
       if (S_ISDIR(e.st.st_mode)) dirs.push_back(JoinPath(dir, e.name));
       if (S_ISREG(e.st.st_mode)) {
-        files.emplace_back(JoinPath(dir, e.name), static_cast<uint64_t>(e.st.st_size));
+        files.push_back(
+            {JoinPath(dir, e.name), static_cast<uint64_t>(e.st.st_size), e.attrs_complete});
       }
       return true;
     });
@@ -173,7 +180,7 @@ void Warmer::Walk(Entry entry) {
       job->Found(0);
       job->Failed(dir, s.message());
     }
-    for (const auto& [f, size] : files) queue_file(f, size);
+    for (const Listed& f : files) queue_file(f.path, f.size, f.sized);
   }
   job->RootWalked();
 }

@@ -4,7 +4,9 @@
 // what listing it makes, a view's layouts, queues behind readers' and
 // prefetch's work) and hands each file it finds to the worker pool at low
 // priority (queued behind readers and prefetch), where warm_file fetches it.
-// A job's progress is a WarmJob, kept for the last max_jobs jobs.
+// A job's progress is a WarmJob, kept for the last max_jobs jobs. A file
+// that warm_file could not put in the cache whole (no room: a warm evicts
+// nothing) is a failure of its job, listed by name.
 //
 // Thread-safety: StartJob and JobStatus are thread-safe; Start, RequestStop
 // and Join are the owner's.
@@ -29,9 +31,11 @@ namespace stoker {
 
 class Warmer {
  public:
-  // Fetches one file found by a walk whole (on a pool thread); the warmer
-  // counts it in warm_files_done and tells its job how it went.
-  using WarmFile = std::function<Status(const std::string& path)>;
+  // Fetches one file found by a walk whole (on a pool thread) and returns
+  // its size as fetched (a view's file is sized only then), or why it is
+  // not in the cache whole; the warmer counts it in warm_files_done and
+  // tells its job how it went.
+  using WarmFile = std::function<Result<uint64_t>(const std::string& path)>;
   // origin, derived, counters outlive the warmer.
   Warmer(Origin* origin, DerivedSource* derived, CacheCounters* counters, size_t max_jobs,
          WarmFile warm_file);
@@ -67,8 +71,9 @@ class Warmer {
   // Walks one root, handing its files to the pool.
   void Walk(Entry entry);
   // A file the walk queued, on a pool thread: warm_file_, then the count
-  // and the job's account.
-  void WarmOne(const std::string& path, uint64_t size, const std::shared_ptr<WarmJob>& job);
+  // and the job's account (listed, sized: as the walk found it).
+  void WarmOne(const std::string& path, uint64_t listed, bool sized,
+               const std::shared_ptr<WarmJob>& job);
   bool Stopping();
   // Stat and ReadDir for a warm.
   Result<struct stat> StatForWarm(const std::string& path);

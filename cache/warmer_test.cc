@@ -34,13 +34,18 @@ class WarmerTest : public ::testing::Test {
     origin_ = std::move(*origin);
   }
 
-  // A warmer whose files are "fetched" by being noted.
+  // A warmer whose files are "fetched" by being noted; each is as large as
+  // fetched_sizes_ says, else as the origin says.
   std::unique_ptr<Warmer> Make(size_t max_jobs = 8) {
     auto w = std::make_unique<Warmer>(
-        origin_.get(), &nothing_derived_, &counters_, max_jobs, [this](const std::string& path) {
+        origin_.get(), &nothing_derived_, &counters_, max_jobs,
+        [this](const std::string& path) -> Result<uint64_t> {
           MutexLock l(mu_);
           warmed_[path] += 1;
-          return path == failing_ ? Status::Error(EIO, "origin read failed") : Status::OK();
+          if (path == failing_) return Status::Error(EIO, "origin read failed");
+          if (auto it = fetched_sizes_.find(path); it != fetched_sizes_.end()) return it->second;
+          STOKER_ASSIGN_OR_RETURN(struct stat st, origin_->Stat(path));
+          return static_cast<uint64_t>(st.st_size);
         });
     w->Start(&pool_);
     return w;
@@ -63,6 +68,7 @@ class WarmerTest : public ::testing::Test {
   Mutex mu_;
   std::map<std::string, int> warmed_ GUARDED_BY(mu_);
   std::string failing_;  // the file whose fetch fails
+  std::map<std::string, uint64_t> fetched_sizes_;
 };
 
 TEST_F(WarmerTest, AJobWalksItsDirectoriesAndWarmsEachFileOnce) {
@@ -83,6 +89,23 @@ TEST_F(WarmerTest, AJobWalksItsDirectoriesAndWarmsEachFileOnce) {
   }
   EXPECT_EQ(counters_.warm_files_queued.load(), 4u);
   EXPECT_EQ(counters_.warm_files_done.load(), 4u);
+}
+
+// A view's file is listed before it is made, without its size: the size it
+// has once fetched is what the job counts (issue 30: "0 B of 0 B").
+TEST_F(WarmerTest, AJobCountsEachFileAtItsSizeAsFetched) {
+  {
+    MutexLock l(mu_);
+    fetched_sizes_["other/d"] = 1000;
+  }
+  auto w = Make();
+  auto id = w->StartJob({"other"});
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  ASSERT_TRUE(Finished(*w, *id));
+  nlohmann::json j = w->JobStatus(*id);
+  EXPECT_EQ(j["bytes_found"], 1000);
+  EXPECT_EQ(j["bytes_done"], 1000);
+  EXPECT_EQ(j["unsized"], 0);
 }
 
 TEST_F(WarmerTest, AFileThatFailsIsCountedAndNamedAndTheOthersAreWarmed) {

@@ -71,6 +71,115 @@ const std::map<std::string_view, std::string_view> kErrorKinds = {
 const std::set<std::string_view> kInfo = {
     "origin", "opens", "passthrough", "io_backend", "origin_io_backend", "mountpoint", "decoder"};
 
+// What each number of stats.json means: a metric's HELP line is its field's
+// name (the mapping docs/operations.md lists) and this.
+const std::map<std::string_view, std::string_view> kHelp = {
+    {"bytes_read",
+     "bytes returned to readers by the daemon (not the reads the kernel answers "
+     "itself: page cache, passthrough)"},
+    {"read_requests", "reads the daemon answered"},
+    {"cache_hit_bytes", "of bytes_read, bytes served from the SSD tier"},
+    {"origin_bytes_read", "bytes read from the origin"},
+    {"origin_reads", "read operations on the origin"},
+    {"derived_bytes_produced",
+     "bytes of decoded-view files made into the cache (from raw files, "
+     "not read from the origin)"},
+    {"chunks_fetched", "chunks fetched from the origin"},
+    {"chunks_written", "chunks written into the SSD tier"},
+    {"slab_chunks_written", "of chunks_written, into slab slots (small files)"},
+    {"chunks_not_cached", "chunks served from the origin without being cached: no room"},
+    {"evicted_bytes", "bytes evicted from the SSD tier"},
+    {"evicted_chunks", "chunks evicted from the SSD tier"},
+    {"revalidations", "origin identity checks at open"},
+    {"origin_changes", "of revalidations, files found changed at the origin"},
+    {"chunks_verified", "cached chunks read back and found good, first served in this process"},
+    {"chunks_verified_by_readers", "of chunks_verified, checked by a read that waited for it"},
+    {"chunks_verified_at_open", "chunks checked by an open about to hand its file to the kernel"},
+    {"chunks_verified_ahead", "chunks checked ahead of a scanning reader's open"},
+    {"revalidations_skipped",
+     "revalidations and lookups answered from the cache while the origin was unreachable"},
+    {"attrs_from_cache",
+     "lookups and getattrs answered from the cache within --revalidate of the last check"},
+    {"collapsed_misses", "reads that waited on another's fetch of the same chunk"},
+    {"collapsed_checks", "reads that waited on another's check of the same cached chunk"},
+    {"prefetched_chunks", "chunks fetched from the origin ahead of a reader"},
+    {"dir_prefetched_files", "files fetched ahead of a reader going through a directory"},
+    {"warm_files_queued", "files queued by stoker warm"},
+    {"warm_files_done", "of warm_files_queued, files done (kept, or not)"},
+    {"warm_bytes", "bytes stoker warm fetched"},
+    {"orders_set", "sampler orders set (stoker order)"},
+    {"order_prefetched_files", "files fetched (or found cached) ahead of the order's reader"},
+    {"order_hits", "opens of files of the order whose fetch had ended before"},
+    {"order_cancelled", "fetches a new order dropped"},
+    {"order_not_fetched", "files of an order not fetched: no room, or gone from the origin"},
+    {"order_files", "files in the current order (0: none)"},
+    {"order_position", "the reader's position in the current order"},
+    {"order_bytes_ahead", "bytes fetched for the order and not yet opened"},
+    {"cache_used_bytes", "the SSD tier's use: chunk data and the index"},
+    {"chunk_bytes", "of cache_used_bytes, chunk data"},
+    {"index_bytes", "of cache_used_bytes, the index's files"},
+    {"index_headroom_bytes", "room kept for the index to grow"},
+    {"cache_capacity_bytes", "the bound given (--cache-size)"},
+    {"cache_limit_bytes",
+     "what the cache may hold now: the capacity, or less where the disk is "
+     "filled by others"},
+    {"objects", "file versions held in the cache"},
+    {"chunks", "chunks held in the cache"},
+    {"chunk_size", "the cache's chunk size"},
+    {"objects_in_memory", "file versions the daemon keeps in memory"},
+    {"pending_drops", "superseded versions waiting to be dropped"},
+    {"verified_chunks_held", "chunks known good in this process"},
+    {"recent_bytes", "memory held for reads to come"},
+    {"recent_limit_bytes", "the bound of recent_bytes"},
+    {"readahead_bytes", "of recent_bytes, read ahead of readers"},
+    {"unstored_bytes", "of recent_bytes, chunks served and not yet stored"},
+    {"produced_kept_bytes", "of recent_bytes, decoded-view bytes kept for their readers"},
+    {"run_buffers_reused", "origin read buffers reused"},
+    {"run_buffers_allocated", "origin read buffers allocated"},
+    {"origin_unreachable", "1 while the origin cannot be reached"},
+    {"origin_unreachable_episodes", "times the origin became unreachable"},
+    {"hit_ratio", "cache_hit_bytes / bytes_read since the daemon started"},
+    {"uptime_seconds", "the daemon's age"},
+    {"fuse_opens", "opens the kernel sent the daemon"},
+    {"node_files", "node handles held for the kernel's own opens (--opens kernel)"},
+    {"nodes_retired", "nodes retired because their origin file changed"},
+    {"listings_kept", "directory listings kept for the kernel"},
+    {"nodes_shed", "nodes the daemon asked the kernel to forget (--max-nodes)"},
+    {"max_nodes", "the bound on nodes the kernel may hold (--max-nodes)"},
+    {"open_files", "files open through the daemon"},
+    {"open_dirs", "directories open through the daemon"},
+    {"inodes", "nodes the kernel holds"},
+    {"passthrough_opens", "opens the kernel reads directly from the SSD tier (passthrough)"},
+    {"passthrough_bytes",
+     "bytes of the files handed to the kernel by passthrough (at most what "
+     "it read of them)"},
+    {"passthrough_nodes", "nodes with a passthrough file now"},
+    {"passthrough_idle", "passthrough files kept with no open"},
+    {"view_layouts_computed", "decoded-view layouts computed from raw files"},
+    {"view_layouts_loaded", "decoded-view layouts loaded from the cache"},
+    {"view_images_checked", "images checked for a view's layout"},
+    {"view_records_decoded", "TFRecord records decoded for views"},
+    {"view_images_decoded", "images decoded for views (.npy)"},
+    {"view_decoded_bytes", "bytes decoded for views"},
+    {"view_errors", "view files that could not be made (.stoker/errors)"},
+    {"view_failed_reads", "reads of view files that failed"},
+    {"view_raw_bytes_read", "raw bytes read to make view files (in bytes_read)"},
+    {"decode_queue_depth", "decode jobs queued"},
+    {"decode_running", "decode jobs running"},
+    {"decode_threads", "decode threads"},
+    {"decode_images_per_second", "images decoded per second over the last 10 s"},
+    {"decode_jobs_raised", "decode jobs raised to a waiting reader's priority"},
+    {"decode_fallbacks", "images the GPU decoder handed to the CPU"},
+    {"decode_fallbacks_unsupported", "of decode_fallbacks, in a form the GPU does not decode"},
+    {"decode_fallbacks_rejected", "of decode_fallbacks, refused by the GPU decoder"},
+    {"decode_fallbacks_no_memory", "of decode_fallbacks, for want of GPU memory"},
+    {"decode_fallbacks_device_error", "of decode_fallbacks, after a device error"},
+    {"gpu_batches", "batches decoded on the GPU"},
+    {"gpu_images", "images decoded on the GPU"},
+    {"gpu_failed", "images the GPU failed to decode"},
+    {"gpu_largest_batch", "the largest GPU batch"},
+};
+
 // Not metrics (a process id, paths the info labels do not need).
 const std::set<std::string_view> kSkipped = {"pid", "cache_dir", "control_socket", "fresh_start",
                                              "order_id"};
@@ -112,14 +221,38 @@ std::string MetricName(std::string_view s) {
   return out;
 }
 
+// A HELP line's text: backslashes and newlines escaped.
+std::string HelpText(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// "field: what it means" (the field alone where kHelp lacks it).
+std::string FieldHelp(std::string_view field) {
+  auto it = kHelp.find(field);
+  return std::string(field) + (it == kHelp.end() ? "" : ": " + std::string(it->second));
+}
+
 // Samples grouped by metric family (the format wants each family's lines
 // together, after its TYPE line), families in the order first seen.
 class Writer {
  public:
-  void Sample(const std::string& name, const char* type, const std::string& suffix,
-              const std::string& value) {
+  void Sample(const std::string& name, const char* type, std::string_view help,
+              const std::string& suffix, const std::string& value) {
     auto [it, added] = index_.emplace(name, families_.size());
-    if (added) families_.push_back({"# TYPE " + name + " " + type + "\n"});
+    if (added) {
+      families_.push_back("# HELP " + name + " " + HelpText(help) + "\n# TYPE " + name + " " +
+                          type + "\n");
+    }
     families_[it->second] += name + suffix + " " + value + "\n";
   }
   std::string Take() const {
@@ -133,6 +266,9 @@ class Writer {
   std::vector<std::string> families_;
 };
 
+constexpr std::string_view kReadHelp =
+    "read_latency_seconds: the daemon's reads, from the request to the reply";
+
 void Histogram(Writer& w, const std::string& name, const nlohmann::json& h) {
   const nlohmann::json& le = h["le"];
   const nlohmann::json& counts = h["counts"];
@@ -141,10 +277,10 @@ void Histogram(Writer& w, const std::string& name, const nlohmann::json& h) {
   for (size_t i = 0; i < counts.size(); ++i) {
     total += counts[i].get<uint64_t>();
     const std::string bound = i < le.size() ? Number(le[i].get<double>()) : "+Inf";
-    w.Sample(name, "histogram", "_bucket{le=\"" + bound + "\"}", std::to_string(total));
+    w.Sample(name, "histogram", kReadHelp, "_bucket{le=\"" + bound + "\"}", std::to_string(total));
   }
-  w.Sample(name, "histogram", "_sum", Number(h.value("sum_seconds", 0.0)));
-  w.Sample(name, "histogram", "_count", std::to_string(total));
+  w.Sample(name, "histogram", kReadHelp, "_sum", Number(h.value("sum_seconds", 0.0)));
+  w.Sample(name, "histogram", kReadHelp, "_count", std::to_string(total));
 }
 
 }  // namespace
@@ -187,20 +323,26 @@ std::string MetricsText(const nlohmann::json& stats) {
       for (const auto& [reason, n] : v.items()) {
         if (!n.is_number()) continue;
         w.Sample("stoker_passthrough_fallbacks_total", "counter",
+                 "passthrough_fallbacks: opens read through the daemon instead of passthrough, "
+                 "by reason",
                  "{reason=\"" + LabelValue(reason) + "\"}", Number(n));
       }
       continue;
     }
     if (key == "supervisor" && v.is_object()) {
       if (v.contains("restarts")) {
-        w.Sample("stoker_daemon_restarts_total", "counter", "", Number(v["restarts"]));
+        w.Sample("stoker_daemon_restarts_total", "counter",
+                 "supervisor.restarts: daemons the supervisor started after a crash", "",
+                 Number(v["restarts"]));
       }
       continue;
     }
     if (!v.is_number() && !v.is_boolean()) continue;  // nested documents, other strings
     if (auto kind = kErrorKinds.find(key); kind != kErrorKinds.end()) {
-      w.Sample("stoker_errors_total", "counter", "{kind=\"" + std::string(kind->second) + "\"}",
-               Number(v));
+      w.Sample("stoker_errors_total", "counter",
+               "errors (kind read), origin_errors (origin), checksum_failures (checksum): errors "
+               "answered to readers, failed origin calls, cached chunks found corrupt",
+               "{kind=\"" + std::string(kind->second) + "\"}", Number(v));
       continue;
     }
     auto renamed = kRenames.find(key);
@@ -209,12 +351,15 @@ std::string MetricsText(const nlohmann::json& stats) {
     const bool gauge =
         kGauges.contains(key) || key.ends_with("_per_second") || key.ends_with("_seconds");
     if (gauge) {
-      w.Sample(base, "gauge", "", Number(v));
+      w.Sample(base, "gauge", FieldHelp(key), "", Number(v));
     } else {
-      w.Sample(base + "_total", "counter", "", Number(v));
+      w.Sample(base + "_total", "counter", FieldHelp(key), "", Number(v));
     }
   }
-  if (!info.empty()) w.Sample("stoker_info", "gauge", "{" + info + "}", "1");
+  if (!info.empty()) {
+    w.Sample("stoker_info", "gauge", "how the mount runs, as labels (always 1)", "{" + info + "}",
+             "1");
+  }
   return w.Take();
 }
 

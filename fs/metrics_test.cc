@@ -70,18 +70,59 @@ TEST(MetricsTest, LabelledFamiliesStayTogether) {
   EXPECT_TRUE(Has(t, "stoker_passthrough_fallbacks_total{reason=\"slab\"} 4"));
   EXPECT_TRUE(Has(t, "stoker_daemon_restarts_total 1"));
   EXPECT_TRUE(Has(t, "stoker_info{opens=\"daemon\",origin=\"local:/data/a \\\"b\\\"\"} 1"));
-  // Each family once, its samples right after its TYPE line.
+  // Each family once: its HELP line, its TYPE line, then its samples.
   std::set<std::string> closed;
   std::string current;
+  std::string helped;
   for (const std::string& l : Lines(t)) {
+    if (l.rfind("# HELP ", 0) == 0) {
+      helped = l.substr(7, l.find(' ', 7) - 7);
+      continue;
+    }
     if (l.rfind("# TYPE ", 0) == 0) {
       std::string name = l.substr(7, l.find(' ', 7) - 7);
       EXPECT_TRUE(closed.insert(name).second) << "family " << name << " twice:\n" << t;
+      EXPECT_EQ(helped, name) << "no HELP line right before the TYPE line of " << name;
       current = name;
       continue;
     }
     EXPECT_EQ(l.rfind(current, 0), 0u) << l << " outside its family:\n" << t;
   }
+}
+
+// Prometheus users read HELP; its text names the stats.json field the metric
+// comes from (docs/operations.md lists the names that differ).
+TEST(MetricsTest, EveryFamilyHasHelpNamingItsField) {
+  nlohmann::json s = {{"bytes_read", 100},
+                      {"chunks_not_cached", 6},
+                      {"order_hits", 2},
+                      {"errors", 1},
+                      {"passthrough_fallbacks", {{"slab", 4}}},
+                      {"supervisor", {{"restarts", 1}}},
+                      {"read_latency_seconds", LatencyHistogram().Json()},
+                      {"opens", "daemon"}};
+  const std::string t = MetricsText(s);
+  EXPECT_TRUE(Has(t,
+                  "# HELP stoker_read_bytes_total bytes_read: bytes returned to readers by the "
+                  "daemon (not the reads the kernel answers itself: page cache, passthrough)"))
+      << t;
+  EXPECT_TRUE(Has(t,
+                  "# HELP stoker_chunks_not_cached_total chunks_not_cached: chunks served from "
+                  "the origin without being cached: no room"));
+  EXPECT_NE(t.find("# HELP stoker_order_hits_total order_hits: "), std::string::npos);
+  EXPECT_NE(t.find("# HELP stoker_errors_total errors (kind read)"), std::string::npos);
+  EXPECT_NE(t.find("# HELP stoker_passthrough_fallbacks_total passthrough_fallbacks: "),
+            std::string::npos);
+  EXPECT_NE(t.find("# HELP stoker_daemon_restarts_total supervisor.restarts: "), std::string::npos);
+  EXPECT_NE(t.find("# HELP stoker_read_duration_seconds read_latency_seconds: "),
+            std::string::npos);
+  EXPECT_NE(t.find("# HELP stoker_info "), std::string::npos);
+  size_t helps = 0, types = 0;
+  for (const std::string& l : Lines(t)) {
+    helps += l.rfind("# HELP ", 0) == 0;
+    types += l.rfind("# TYPE ", 0) == 0;
+  }
+  EXPECT_EQ(helps, types) << t;
 }
 
 TEST(MetricsTest, ReadLatencyIsAHistogram) {

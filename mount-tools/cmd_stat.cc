@@ -1,10 +1,19 @@
 // `stoker stat`: what the daemon of a mount thinks, from its stats.json,
-// either as the JSON itself or as a table for people.
+// either as the JSON itself or as a table for people; `--watch` redraws the
+// table with the rates since the last refresh until Ctrl-C, --count
+// refreshes, or the mount goes away.
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string_view>
+#include <thread>
 #include <utility>
 
 #include "fs/metrics.h"
@@ -47,19 +56,63 @@ std::string Size(const nlohmann::json& j, const char* key) {
   return v ? FormatSize(*v) : "-";
 }
 
-std::string Percent(uint64_t part, uint64_t whole) {
+std::string Percent(double part, double whole) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%",
-                100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * part / whole);
   return buf;
 }
 
-int RunStat(const std::string& path, bool json, bool prometheus) {
+std::string Percent(uint64_t part, uint64_t whole) {
+  return Percent(static_cast<double>(part), static_cast<double>(whole));
+}
+
+std::atomic<bool> g_stop_watching{false};
+
+// Redraws the table every interval seconds, with the rates since the last
+// refresh, until Ctrl-C (exit 0), count refreshes (0: no end) or the mount
+// goes away (exit 1).
+int Watch(const std::string& root, double interval, uint64_t count) {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_stop_watching = true; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  nlohmann::json before;
+  auto before_at = std::chrono::steady_clock::now();
+  for (uint64_t n = 0; count == 0 || n < count; ++n) {
+    auto stats = ReadStatsFile(root);
+    if (!stats.ok()) {
+      PrintError("the mount at '" + root + "' went away: " + stats.status().message());
+      return kExitFailure;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    std::string text = FormatStats(stats->json);
+    text += n == 0 ? std::string("rates  after the next refresh\n")
+                   : FormatRates(before, stats->json,
+                                 std::chrono::duration<double>(now - before_at).count());
+    // On a terminal the table is redrawn in place (cursor home, clear).
+    std::printf("%s%s%s", tty ? "\033[H\033[2J" : "", text.c_str(), tty ? "" : "\n");
+    std::fflush(stdout);
+    before = std::move(stats->json);
+    before_at = now;
+    if (count != 0 && n + 1 == count) break;
+    const auto until = now + std::chrono::duration<double>(interval);
+    while (!g_stop_watching && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (g_stop_watching) break;
+  }
+  return kExitOk;
+}
+
+int RunStat(const std::string& path, bool json, bool prometheus, std::optional<double> watch,
+            uint64_t count) {
   auto root = FindMountRoot(path);
   if (!root.ok()) {
     PrintError(root.status().message());
     return kExitFailure;
   }
+  if (watch) return Watch(*root, *watch, count);
   auto stats = ReadStatsFile(*root);
   if (!stats.ok()) {
     PrintError(stats.status().message());
@@ -78,8 +131,36 @@ int RunStat(const std::string& path, bool json, bool prometheus) {
 
 }  // namespace
 
+std::string FormatRates(const nlohmann::json& before, const nlohmann::json& now, double seconds) {
+  if (seconds <= 0) return "rates  -\n";
+  // A counter that went back (a restarted daemon) starts again from 0.
+  auto rate = [&](const char* key) {
+    const uint64_t b = Count(before, key).value_or(0), n = Count(now, key).value_or(0);
+    return static_cast<double>(n >= b ? n - b : n) / seconds;
+  };
+  auto bytes = [&](const char* key) {
+    return FormatSize(static_cast<uint64_t>(std::llround(rate(key)))) + "/s";
+  };
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%.1f", seconds);
+  const double read = rate("bytes_read"), hit = rate("cache_hit_bytes");
+  std::string out = "rates  over the last " + std::string(secs) + " s: read " +
+                    bytes("bytes_read") + " (" + (read > 0 ? Percent(hit, read) : "-") +
+                    " hits), origin " + bytes("origin_bytes_read") + ", evicted " +
+                    bytes("evicted_bytes");
+  if (now.contains("passthrough_bytes")) out += ", passthrough files " + bytes("passthrough_bytes");
+  if (now.contains("warm_bytes")) out += ", warm " + bytes("warm_bytes");
+  if (now.contains("view_images_decoded")) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1f", rate("view_images_decoded"));
+    out += ", " + std::string(buf) + " images/s decoded";
+  }
+  return out + "\n";
+}
+
 std::string FormatStats(const nlohmann::json& s) {
   std::vector<std::pair<std::string, std::string>> rows;
+  rows.emplace_back("mountpoint", Text(s, "mountpoint"));
   rows.emplace_back("origin", Text(s, "origin"));
   rows.emplace_back("cache dir", Text(s, "cache_dir"));
   if (s.contains("fresh_start") && s["fresh_start"].is_string() &&
@@ -103,9 +184,21 @@ std::string FormatStats(const nlohmann::json& s) {
   rows.emplace_back("hit bytes", Size(s, "cache_hit_bytes"));
   auto read = Count(s, "bytes_read");
   auto hit = Count(s, "cache_hit_bytes");
-  rows.emplace_back("hit ratio", read && hit && *read > 0 ? Percent(*hit, *read) : "-");
+  // Reads the kernel answers from its page cache, or from a file passthrough
+  // handed it, never reach the daemon: the ratio is of the others only.
+  std::string ratio = (read && hit && *read > 0 ? Percent(*hit, *read) : "-") +
+                      " of the reads that reached the daemon";
+  if (auto pt = Count(s, "passthrough_bytes"); pt && *pt > 0) {
+    ratio += "; files of " + FormatSize(*pt) +
+             " handed to the kernel by passthrough (at most what it read of them)";
+  }
+  rows.emplace_back("hit ratio", ratio);
   rows.emplace_back("origin bytes", Size(s, "origin_bytes_read"));
   rows.emplace_back("evicted", Size(s, "evicted_bytes"));
+  if (s.contains("chunks_not_cached")) {
+    rows.emplace_back("chunks not cached",
+                      Number(s, "chunks_not_cached") + " (served from the origin: no room)");
+  }
   rows.emplace_back("revalidations", Number(s, "revalidations"));
   rows.emplace_back("origin changes", Number(s, "origin_changes"));
   rows.emplace_back("checksum fails", Number(s, "checksum_failures"));
@@ -125,6 +218,19 @@ std::string FormatStats(const nlohmann::json& s) {
            " files done, " + Size(s, "warm_bytes") + " fetched";
   }
   rows.emplace_back("warm", warm);
+  // docs/prefetch-order.md: the fields by their names, once an order was set.
+  if (auto orders = Count(s, "orders_set"); orders && *orders > 0) {
+    for (const char* f :
+         {"orders_set", "order_files", "order_position", "order_bytes_ahead",
+          "order_prefetched_files", "order_hits", "order_cancelled", "order_not_fetched"}) {
+      std::string label = f;
+      std::replace(label.begin(), label.end(), '_', ' ');
+      rows.emplace_back(label,
+                        std::string_view(f).ends_with("_bytes_ahead") ? Size(s, f) : Number(s, f));
+    }
+  } else if (orders) {
+    rows.emplace_back("orders set", "0 (stoker order)");
+  }
   rows.emplace_back("io backend", Text(s, "io_backend"));
   if (s.contains("passthrough")) {
     // Opens the kernel reads straight from the cache's SSD, and why others
@@ -170,6 +276,12 @@ std::string FormatStats(const nlohmann::json& s) {
     rows.emplace_back("views", names.empty() ? "-" : names);
     if (s.contains("decoder")) {
       std::string d = Text(s, "decoder") + " (" + Text(s, "decoder_reason") + ")";
+      // --decoder=auto found no GPU: why, and that the cpu decodes.
+      constexpr std::string_view kNoGpu = "--decoder=auto: no GPU decoder: ";
+      if (const std::string why = Text(s, "decoder_reason");
+          Text(s, "decoder") == "cpu" && why.starts_with(kNoGpu)) {
+        d = why.substr(kNoGpu.size()) + "; decoding on the CPU (--decoder=auto)";
+      }
       if (s.contains("gpu_batches")) {
         d += "; " + Number(s, "gpu_images") + " images in " + Number(s, "gpu_batches") +
              " batches, " + Number(s, "decode_fallbacks") + " fell back to the cpu";
@@ -217,6 +329,8 @@ Subcommand AddStatCommand(CLI::App& root) {
     std::string path;
     bool json = false;
     bool prometheus = false;
+    double watch = 0;
+    uint64_t count = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* app = root.add_subcommand("stat", "Show a mount's cache statistics");
@@ -226,7 +340,23 @@ Subcommand AddStatCommand(CLI::App& root) {
                 "Print the metrics the daemon serves with --metrics, in Prometheus's text format "
                 "(for node_exporter's textfile collector)")
       ->excludes("--json");
-  return {app, [args] { return RunStat(args->path, args->json, args->prometheus); }};
+  CLI::Option* watch =
+      app->add_option("--watch", args->watch,
+                      "Redraw the table every SECONDS (default 2), with the rates since the last "
+                      "refresh, until Ctrl-C or the mount goes away")
+          ->expected(0, 1)
+          ->default_str("2")
+          ->check(CLI::Range(0.1, 3600.0))
+          ->excludes("--json")
+          ->excludes("--prometheus");
+  app->add_option("--count", args->count, "With --watch: stop after N refreshes")
+      ->needs(watch)
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  return {app, [args, watch] {
+            std::optional<double> every;
+            if (watch->count() > 0) every = args->watch;
+            return RunStat(args->path, args->json, args->prometheus, every, args->count);
+          }};
 }
 
 }  // namespace stoker

@@ -20,6 +20,7 @@
 #include "mount-tools/commands.h"
 #include "mount-tools/daemon_client.h"
 #include "mount-tools/mount_root.h"
+#include "util/path.h"
 #include "util/size.h"
 
 namespace stoker {
@@ -76,7 +77,7 @@ std::string Duration(double s) {
 
 // One line of progress over all jobs; bar: drawn for a terminal.
 std::string ProgressLine(const std::vector<Job>& jobs, bool bar) {
-  uint64_t files = 0, done = 0, bytes = 0, bytes_done = 0, failures = 0;
+  uint64_t files = 0, done = 0, bytes = 0, bytes_done = 0, failures = 0, unsized = 0;
   bool walked = true, finished = true;
   double secs = 0;
   for (const Job& j : jobs) {
@@ -85,6 +86,7 @@ std::string ProgressLine(const std::vector<Job>& jobs, bool bar) {
     bytes += j.last.value("bytes_found", uint64_t{0});
     bytes_done += j.last.value("bytes_done", uint64_t{0});
     failures += j.last.value("failures", uint64_t{0});
+    unsized += j.last.value("unsized", uint64_t{0});
     walked = walked && j.last.value("walked", false);
     finished = finished && j.last.value("finished", false);
     secs = std::max(secs, j.last.value("seconds", 0.0));
@@ -100,27 +102,32 @@ std::string ProgressLine(const std::vector<Job>& jobs, bool bar) {
   }
   char pct[16];
   std::snprintf(pct, sizeof(pct), "%3.0f%%", 100 * frac);
+  // A view's files are sized as they are made: until then the bytes to do
+  // are a lower bound, as the files are while the walk goes on.
+  const bool sized = walked && unsized == 0;
   line += std::string(pct) + "  " + std::to_string(done) + "/" + std::to_string(files) +
           (walked ? "" : "+") + " files  " + FormatSize(bytes_done) + " of " + FormatSize(bytes) +
-          (walked ? "" : "+") + "  " + FormatSize(static_cast<uint64_t>(rate)) + "/s";
-  if (walked && !finished && rate > 0 && bytes > bytes_done) {
+          (sized ? "" : "+") + "  " + FormatSize(static_cast<uint64_t>(rate)) + "/s";
+  if (sized && !finished && rate > 0 && bytes > bytes_done) {
     line += "  ETA " + Duration(static_cast<double>(bytes - bytes_done) / rate);
   }
-  if (failures > 0) line += "  " + std::to_string(failures) + " failed";
+  if (failures > 0) line += "  " + std::to_string(failures) + " not warmed";
   return line;
 }
 
 // Says so when what the job found so far is beyond the cache's bound; true
 // if it did.
-bool WarnIfBeyondBound(const Job& j, bool tty) {
+bool WarnIfBeyondBound(const Job& j, bool tty, bool wait) {
   auto stats = ReadStatsFile(j.daemon.root);
   const uint64_t limit = stats.ok() ? stats->json.value("cache_limit_bytes", uint64_t{0}) : 0;
   const uint64_t found = j.last.value("bytes_found", uint64_t{0});
   if (limit == 0 || found <= limit) return false;
   std::fprintf(stderr,
                "%sstoker: warning: the paths hold %s (or more), beyond the cache's bound of %s: "
-               "what was warmed first will be evicted\n",
-               tty ? "\n" : "", FormatSize(found).c_str(), FormatSize(limit).c_str());
+               "a warm evicts nothing, so it keeps what fits and %s\n",
+               tty ? "\n" : "", FormatSize(found).c_str(), FormatSize(limit).c_str(),
+               wait ? "lists the rest as not kept"
+                    : "counts the rest as not warmed (`stoker warm --status` shows them)");
   return true;
 }
 
@@ -134,7 +141,7 @@ void CheckBound(std::vector<Job>& jobs) {
       auto reply = Ask(j.daemon, {{"op", "warm_status"}, {"job", j.id}});
       if (!reply.ok()) break;
       j.last = (*reply)["job"];
-      if (WarnIfBeyondBound(j, false) || j.last.value("walked", false) ||
+      if (WarnIfBeyondBound(j, false, false) || j.last.value("walked", false) ||
           std::chrono::steady_clock::now() >= until) {
         break;
       }
@@ -144,8 +151,8 @@ void CheckBound(std::vector<Job>& jobs) {
 }
 
 // Polls the jobs until all are done; draws their progress. Returns the
-// exit status: 0, 1 when a file could not be warmed, 130 on Ctrl-C (the
-// daemons go on).
+// exit status: 0, 1 when a file could not be warmed or kept (each listed),
+// 130 on Ctrl-C (the daemons go on).
 int WaitFor(std::vector<Job>& jobs) {
   const bool tty = isatty(STDOUT_FILENO) != 0;
   struct sigaction sa {};
@@ -164,7 +171,7 @@ int WaitFor(std::vector<Job>& jobs) {
       }
       j.last = (*reply)["job"];
       all = all && j.last.value("finished", false);
-      if (!warned_size) warned_size = WarnIfBeyondBound(j, tty);
+      if (!warned_size) warned_size = WarnIfBeyondBound(j, tty, true);
     }
     const auto now = std::chrono::steady_clock::now();
     if (tty) {
@@ -195,8 +202,10 @@ int WaitFor(std::vector<Job>& jobs) {
     if (failures == 0) continue;
     rc = kExitFailure;
     for (const auto& f : j.last["failed"]) {
-      PrintError("not warmed: " + j.daemon.root + "/" + f.value("path", std::string()) + ": " +
-                 f.value("error", std::string()));
+      // The daemon's ENOSPC says "not kept: why"; other errors say only why.
+      const std::string why = f.value("error", std::string());
+      PrintError(JoinPath(j.daemon.root, f.value("path", std::string())) + ": " +
+                 (why.starts_with("not kept") ? "" : "not warmed: ") + why);
     }
     if (failures > j.last["failed"].size()) {
       PrintError(std::to_string(failures - j.last["failed"].size()) + " more not warmed in '" +

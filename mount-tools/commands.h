@@ -111,6 +111,9 @@ Result<MountOptions> ToMountOptions(const MountArgs& args);
 
 // The human table for a stats.json object. Missing fields print as "-".
 std::string FormatStats(const nlohmann::json& stats);
+// One "rates" row: what grew between two stats.json objects taken seconds
+// apart, per second (a counter that went back counts from 0).
+std::string FormatRates(const nlohmann::json& before, const nlohmann::json& now, double seconds);
 
 // --- fsck ------------------------------------------------------------------
 

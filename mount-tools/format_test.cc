@@ -54,7 +54,8 @@ TEST(FormatStats, PrintsEveryRowForPeople) {
   EXPECT_EQ(Row(t, "chunks"), "80");
   EXPECT_EQ(Row(t, "bytes read"), "200 MiB");
   EXPECT_EQ(Row(t, "hit bytes"), "150 MiB");
-  EXPECT_EQ(Row(t, "hit ratio"), "75.0%");
+  EXPECT_EQ(Row(t, "hit ratio"), "75.0% of the reads that reached the daemon");
+  EXPECT_EQ(Row(t, "chunks not cached"), "") << "only where stats.json has it";
   EXPECT_EQ(Row(t, "origin bytes"), "50.0 MiB");
   EXPECT_EQ(Row(t, "evicted"), "0 B");
   EXPECT_EQ(Row(t, "revalidations"), "7");
@@ -143,6 +144,72 @@ TEST(FormatStats, DecoderRowAndEachViewsDecoder) {
   EXPECT_EQ(Row(FormatStats(s), "decoder"), "cpu (--decoder=cpu)");
 }
 
+// Issue 30: a hit ratio of 0% after reading a file twice looked broken: the
+// second read never reached the daemon.
+TEST(FormatStats, SaysWhatTheHitRatioCountsAndWhatPassthroughHandedOver) {
+  nlohmann::json s = {{"mountpoint", "/mnt/data"}, {"bytes_read", 0},
+                      {"cache_hit_bytes", 0},      {"passthrough", "on"},
+                      {"passthrough_opens", 2},    {"passthrough_bytes", 6ull << 20},
+                      {"chunks_not_cached", 6}};
+  const std::string t = FormatStats(s);
+  EXPECT_EQ(Row(t, "mountpoint"), "/mnt/data");
+  EXPECT_EQ(Row(t, "hit ratio"),
+            "- of the reads that reached the daemon; files of 6.00 MiB handed to the kernel by "
+            "passthrough (at most what it read of them)");
+  EXPECT_EQ(Row(t, "chunks not cached"), "6 (served from the origin: no room)");
+}
+
+TEST(FormatStats, OrderRowsNameTheirFieldsOnceAnOrderWasSet) {
+  nlohmann::json s = {{"orders_set", 0}, {"order_files", 0}};
+  EXPECT_EQ(Row(FormatStats(s), "orders set"), "0 (stoker order)");
+  EXPECT_EQ(Row(FormatStats(s), "order files"), "");
+  s = {{"orders_set", 1},
+       {"order_files", 10},
+       {"order_position", 3},
+       {"order_bytes_ahead", 4ull << 20},
+       {"order_prefetched_files", 5},
+       {"order_hits", 2},
+       {"order_cancelled", 0},
+       {"order_not_fetched", 1}};
+  const std::string t = FormatStats(s);
+  EXPECT_EQ(Row(t, "orders set"), "1");
+  EXPECT_EQ(Row(t, "order files"), "10");
+  EXPECT_EQ(Row(t, "order position"), "3");
+  EXPECT_EQ(Row(t, "order bytes ahead"), "4.00 MiB");
+  EXPECT_EQ(Row(t, "order prefetched files"), "5");
+  EXPECT_EQ(Row(t, "order hits"), "2");
+  EXPECT_EQ(Row(t, "order cancelled"), "0");
+  EXPECT_EQ(Row(t, "order not fetched"), "1");
+}
+
+TEST(FormatStats, NoGpuUnderAutoSaysTheCpuDecodes) {
+  nlohmann::json s = {{"views", {"d"}},
+                      {"decoder", "cpu"},
+                      {"decoder_reason", "--decoder=auto: no GPU decoder: no NVIDIA driver"}};
+  EXPECT_EQ(Row(FormatStats(s), "decoder"),
+            "no NVIDIA driver; decoding on the CPU (--decoder=auto)");
+}
+
+TEST(FormatRates, WhatGrewPerSecond) {
+  nlohmann::json before = {{"bytes_read", 0},
+                           {"cache_hit_bytes", 0},
+                           {"origin_bytes_read", 0},
+                           {"evicted_bytes", 0},
+                           {"passthrough_bytes", 0}};
+  nlohmann::json now = {{"bytes_read", 4ull << 20},
+                        {"cache_hit_bytes", 1ull << 20},
+                        {"origin_bytes_read", 3ull << 20},
+                        {"evicted_bytes", 0},
+                        {"passthrough_bytes", 8ull << 20}};
+  EXPECT_EQ(Row(FormatRates(before, now, 2.0), "rates"),
+            "over the last 2.0 s: read 2.00 MiB/s (25.0% hits), origin 1.50 MiB/s, evicted 0 B/s, "
+            "passthrough files 4.00 MiB/s");
+  // A restarted daemon's counters start again from 0.
+  EXPECT_EQ(Row(FormatRates(now, before, 1.0), "rates"),
+            "over the last 1.0 s: read 0 B/s (- hits), origin 0 B/s, evicted 0 B/s, passthrough "
+            "files 0 B/s");
+}
+
 TEST(FormatStats, AFreshStartIsShownOnlyWhenThereWasOne) {
   EXPECT_EQ(Row(FormatStats(nlohmann::json{{"fresh_start", ""}}), "started empty"), "");
   EXPECT_EQ(
@@ -154,7 +221,7 @@ TEST(FormatStats, MissingFieldsAndNothingReadPrintDashes) {
   std::string t = FormatStats(nlohmann::json{{"bytes_read", 0}, {"cache_hit_bytes", 0}});
   EXPECT_EQ(Row(t, "origin"), "-");
   EXPECT_EQ(Row(t, "cache used"), "- of -");
-  EXPECT_EQ(Row(t, "hit ratio"), "-");  // no division by zero
+  EXPECT_EQ(Row(t, "hit ratio"), "- of the reads that reached the daemon");  // no division by 0
   EXPECT_EQ(Row(t, "bytes read"), "0 B");
   EXPECT_EQ(Row(t, "warm"), "-");
   EXPECT_EQ(Row(t, "errors"), "-");

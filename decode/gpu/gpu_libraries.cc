@@ -161,6 +161,11 @@ Result<std::shared_ptr<const GpuLibraries>> Load(const std::vector<std::string>&
   c.RuntimeGetVersion(&libs->runtime_version);
   c.DriverGetVersion(&libs->driver_version);
   cudaError_t e = c.GetDeviceCount(&libs->device_count);
+  // Without a driver the runtime says its version is "insufficient": the
+  // host has no NVIDIA GPU set up at all, which is what a person needs to hear.
+  if (e == cudaErrorInsufficientDriver && libs->driver_version == 0) {
+    return Status::Error(ENODEV, "no NVIDIA driver");
+  }
   if (e != cudaSuccess) {
     return Status::Error(ENODEV, "no CUDA device: " + std::string(c.GetErrorString(e)) +
                                      " (driver " + std::to_string(libs->driver_version) + ")");

@@ -4,6 +4,7 @@ paths."""
 
 import json
 import os
+import re
 
 import pytest
 
@@ -273,3 +274,98 @@ def test_configuration_doc_has_every_option(cmd):
     assert opts or not cmd, "no options parsed from --help"
     missing = sorted(o for o in opts if f"`{o}" not in doc)
     assert not missing, f"docs/configuration.md does not document {missing} of stoker {' '.join(cmd)}"
+
+
+STATS_FIELD = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
+
+
+def docs_stats_fields():
+    """(stats fields the docs name, those they say `stoker stat` shows), each as
+    {field: "doc"}: the first column of tables headed "field" or "stats.json field",
+    fields named "in stats.json", and fields in a sentence saying `stoker stat` shows."""
+    named, shown = {}, {}
+    for doc in sorted((lib.REPO / "docs").glob("*.md")):
+        text = doc.read_text()
+        in_table = False
+        for line in text.splitlines():
+            if line.startswith("| field |") or line.startswith("| stats.json field |"):
+                in_table = True
+                continue
+            if not line.startswith("|"):
+                in_table = False
+            elif in_table and not line.startswith("|---"):
+                for f in STATS_FIELD.findall(line.split("|")[1]):
+                    named[f] = doc.name
+        for para in re.split(r"\n\s*\n", text):
+            flat = " ".join(para.split())
+            for f in re.findall(r"`([a-z0-9_]+)` in stats\.json", flat):
+                named[f] = doc.name
+            for sentence in re.split(r"(?<=[.;])\s|\|", flat):
+                if "`stoker stat` shows" in sentence:
+                    in_json = set(re.findall(r"`([a-z0-9_]+)` in stats\.json", sentence))
+                    for f in STATS_FIELD.findall(sentence):
+                        named[f] = doc.name
+                        if f not in in_json:
+                            shown[f] = doc.name
+        # The table after "`stoker stat` shows them" is shown too.
+        for m in re.finditer(r"`stoker stat` shows them[^\n]*\n(?:[^\n]*\n)*?\n((?:\|[^\n]*\n)+)",
+                             text):
+            for line in m.group(1).splitlines()[2:]:
+                for f in STATS_FIELD.findall(line.split("|")[1]):
+                    shown[f] = doc.name
+    return named, shown
+
+
+def test_docs_name_only_stats_fields_that_exist_and_stat_shows_them(mounts, paths):
+    """Issue 30: docs said `stoker stat` shows the order_* counters and
+    chunks_not_cached; it showed neither."""
+    tmp, origin, mnt, cache = paths
+    (origin / "a").write_bytes(b"x" * 5000)
+    m = mounts.make(origin, mnt, cache, args=["--view", "decoded"])
+    listing = tmp / "order.txt"
+    listing.write_text("a\n")
+    r = stoker("order", listing, m.mnt)
+    assert r.returncode == 0, lib.describe(r)
+    stats = m.stats()
+    named, shown = docs_stats_fields()
+    assert "chunks_not_cached" in shown and "order_hits" in shown, (named, shown)
+    # Fields only some mounts have: a GPU decoder, a supervised restart.
+    optional = {"origin_io_backend", "decode_fallbacks"}
+    missing = sorted(f"{f} ({doc})" for f, doc in named.items()
+                     if f not in stats and f not in optional)
+    assert not missing, f"docs name stats fields that stats.json lacks: {missing}"
+    r = stoker("stat", m.mnt)
+    assert r.returncode == 0, lib.describe(r)
+    absent = sorted(f"{f} ({doc})" for f, doc in shown.items()
+                    if f not in r.stdout and f.replace("_", " ") not in r.stdout)
+    assert not absent, f"docs say `stoker stat` shows {absent}:\n{r.stdout}"
+
+
+def test_metrics_doc_names_the_real_metric_of_each_field(mounts, paths):
+    """docs/operations.md: field F is stoker_F(_total) except the renames it
+    lists; each metric's HELP line names its field."""
+    tmp, origin, mnt, cache = paths
+    (origin / "a").write_bytes(b"x" * 5000)
+    m = mounts.make(origin, mnt, cache)
+    r = stoker("stat", m.mnt, "--prometheus")
+    assert r.returncode == 0, lib.describe(r)
+    helps = re.findall(r"^# HELP (\S+) ([a-z_.]+)\b", r.stdout, re.M)
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", r.stdout, re.M))
+    assert len(helps) == len(types), r.stdout
+    doc = (lib.REPO / "docs" / "operations.md").read_text()
+    renames = {}
+    for line in doc.splitlines():
+        cells = line.split("|")
+        if len(cells) > 3:
+            fields = STATS_FIELD.findall(cells[1]) or re.findall(r"`([a-z_]+)`", cells[1])
+            metric = re.findall(r"`(stoker_[a-z_]+)", cells[2])
+            if len(fields) == 1 and metric:
+                renames[fields[0]] = metric[0]
+    for metric, field in helps:
+        if "." in field or " " in field or field.startswith("errors"):
+            continue  # supervisor.restarts, the errors family: in the table by hand
+        plain = f"stoker_{field}" + ("" if types[metric] == "gauge" else "_total")
+        expected = renames.get(field, plain)
+        if types[metric] == "histogram" or metric == "stoker_info":
+            continue
+        assert metric == expected, f"{field} is {metric}, docs/operations.md says {expected}"

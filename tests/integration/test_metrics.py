@@ -151,7 +151,7 @@ def test_prometheus_scrapes_a_live_mount(mounts, tmp_path):
         r = lib.run([lib.STOKER_BIN, "stat", m.mnt])
         assert r.returncode == 0, lib.describe(r)
         [row] = [ln for ln in r.stdout.splitlines() if ln.startswith("hit ratio")]
-        assert row.split()[-1] == f"{100 * got:.1f}%", (row, got)
+        assert row.split()[2] == f"{100 * got:.1f}%", (row, got)
         assert query('up{job="stoker"}') == 1
     finally:
         prom.terminate()

@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import signal
+import subprocess
 
 import stoker_testlib as lib
 from stoker_testlib import CHUNK, stoker
@@ -161,6 +163,7 @@ def test_warm_beyond_the_cache_says_so_and_bad_paths_fail(mounts, tmp_path):
     # Without --wait too: said up front, before the command returns.
     r = stoker("warm", m.mnt, timeout=120)
     assert r.returncode == 0 and "beyond the cache's bound" in r.stderr, lib.describe(r)
+    assert "a warm evicts nothing" in r.stderr, lib.describe(r)
     r = stoker("warm", "--wait", m.mnt, timeout=120)
     assert "beyond the cache's bound" in r.stderr, lib.describe(r)
     r = stoker("warm", "--wait", m.mnt / "missing", timeout=30)
@@ -169,3 +172,82 @@ def test_warm_beyond_the_cache_says_so_and_bad_paths_fail(mounts, tmp_path):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, lib.describe(r)
     r = stoker("warm")
     assert r.returncode == 2 and "nothing to warm" in r.stderr, lib.describe(r)
+
+
+def test_warm_beyond_the_cache_lists_what_it_did_not_keep_and_evicts_nothing(mounts, tmp_path):
+    """Issue 30: 6 MiB into a 4 MiB cache printed 100% and exited 0."""
+    origin = tmp_path / "origin"
+    names = [f"f{i}" for i in range(6)]
+    for n in names:
+        lib.write_random(origin / n, CHUNK, lib.seeded(f"warm-keep-{n}"))
+    m = mounts.make(origin, args=["--chunk-size", "1M", "--cache-size", "4M"])
+    r = stoker("warm", "--wait", m.mnt, timeout=120)
+    assert r.returncode == 1, lib.describe(r)
+    assert "a warm evicts nothing, so it keeps what fits" in r.stderr, lib.describe(r)
+    not_kept = sorted(re.findall(r"/(f\d): not kept: ", r.stderr))
+    assert not_kept and len(not_kept) < len(names), lib.describe(r)
+    assert "100%" not in r.stdout.strip().splitlines()[-1], lib.describe(r)
+    st = m.stats()
+    assert st["evicted_bytes"] == 0, st  # not even what the same warm kept
+    # Every file not listed is in the cache whole: reading it asks nothing
+    # of the origin.
+    before = st["origin_bytes_read"]
+    kept = [n for n in names if n not in not_kept]
+    for n in kept:
+        with open(m.mnt / n, "rb") as f:
+            assert len(f.read()) == CHUNK
+    assert m.stats()["origin_bytes_read"] == before, (kept, not_kept, m.stats())
+    # A second warm of what was kept, in the full cache: nothing to refuse.
+    r = stoker("warm", "--wait", *[m.mnt / n for n in kept], timeout=120)
+    assert r.returncode == 0, lib.describe(r)
+
+
+def test_stat_for_a_person_and_its_watch(mounts, tmp_path):
+    origin = tmp_path / "origin"
+    lib.write_random(origin / "a", 2 * CHUNK, lib.seeded("stat-person"))
+    m = mounts.make(origin)
+    for _ in range(2):
+        with open(m.mnt / "a", "rb") as f:
+            f.read()
+    r = stoker("stat", m.mnt)
+    assert r.returncode == 0, lib.describe(r)
+    rows = {ln.split("  ", 1)[0]: ln.split("  ", 1)[1].strip()
+            for ln in r.stdout.splitlines() if "  " in ln}
+    assert rows["mountpoint"] == str(m.mnt), r.stdout
+    assert "of the reads that reached the daemon" in rows["hit ratio"], r.stdout
+    if m.stats().get("passthrough_bytes", 0) > 0:
+        assert "handed to the kernel by passthrough" in rows["hit ratio"], r.stdout
+    assert "chunks not cached" in rows, r.stdout
+    # --watch: bounded by --count, one table and rates row per refresh.
+    r = stoker("stat", m.mnt, "--watch", "0.2", "--count", "3", timeout=30)
+    assert r.returncode == 0, lib.describe(r)
+    assert r.stdout.count("mountpoint  ") == 3, r.stdout
+    assert r.stdout.count("rates  over the last ") == 2, r.stdout
+    r = stoker("stat", m.mnt, "--watch", "--count", "1", timeout=30)
+    assert r.returncode == 0 and "rates  " in r.stdout, lib.describe(r)
+    r = stoker("stat", m.mnt, "--count", "2")
+    assert r.returncode == 2, lib.describe(r)
+    # Ctrl-C ends a watch cleanly; so does the mount going away.
+    def watch():
+        p = subprocess.Popen([lib.STOKER_BIN, "stat", m.mnt, "--watch", "0.2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert p.stdout.readline().startswith("mountpoint"), "no table drawn"
+        return p
+
+    p = watch()
+    try:
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=10) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    p = watch()
+    try:
+        m.unmount()
+        _, err = p.communicate(timeout=20)
+        assert p.returncode == 1 and "went away" in err, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()

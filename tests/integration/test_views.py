@@ -23,6 +23,7 @@ Numbered scenarios:
 import errno
 import io
 import os
+import re
 import signal
 
 import pytest
@@ -472,9 +473,14 @@ def view_files(mnt):
 def test_warm_decodes_in_background(mounts, tmp_path):
     root = big_origin(tmp_path / "origin")
     m = mounts.make(root, args=view_args("decoded"))
-    r = lib.stoker("warm", "--view", "decoded", m.mnt / "train")
+    r = lib.stoker("warm", "--view", "decoded", "--wait", m.mnt / "train", timeout=120)
     assert r.returncode == 0, lib.describe(r)
     n_files = 2 + 4
+    # Issue 30: "0%  2/2 files  0 B of 0 B": the view's bytes count, as made.
+    last = r.stdout.strip().splitlines()[-1]
+    done = re.search(r"100%  (\d+)/(\d+) files  (\S+ \S+) of (\S+ \S+)  ", last)
+    assert done and done.group(1) == done.group(2) == str(n_files), last
+    assert done.group(3) == done.group(4) != "0 B", last
     s = lib.wait_until(
         lambda: (lambda st: st if st.get("warm_files_done", -1) >= n_files else None)(m.stats()),
         120, interval=0.2, what=f"warm_files_done == {n_files}")
