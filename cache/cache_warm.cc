@@ -45,9 +45,12 @@ Result<uint64_t> ObjectCacheImpl::WarmFile(const std::string& path) {
   // wrote as well until they end, so near the bound a file may be refused
   // that would have fitted; it is listed, never evicted later.
   if (need > 0 && !ClaimWarmRoom(need)) {
-    return Status::NoSpace("not kept: the cache holds " + FormatSize(quota_.used()) + " of its " +
-                           FormatSize(quota_.limit()) +
-                           " bound, and a warm evicts nothing to make room");
+    const uint64_t claimed = warm_claimed_.load();
+    return Status::NoSpace("not kept: its " + FormatSize(need) + " do not fit; the cache holds " +
+                           FormatSize(quota_.used()) + " of its " + FormatSize(quota_.limit()) +
+                           " bound" +
+                           (claimed > 0 ? " (" + FormatSize(claimed) + " more being warmed)" : "") +
+                           ", and a warm evicts nothing to make room");
   }
   Fill fill;
   fill.urgency = Urgency::kWarm;
