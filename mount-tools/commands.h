@@ -93,6 +93,9 @@ inline constexpr uint64_t kMaxChunkSize = 64ull << 20;
 inline constexpr uint64_t kMinChunksInCache = 4;
 inline constexpr uint64_t kMaxPrefetchFiles = 1024;
 inline constexpr uint64_t kMaxOrderAhead = 100000;
+// The origin's timeouts and --origin-backoff: at most an hour.
+inline constexpr uint64_t kMaxOriginSeconds = 3600;
+inline constexpr uint64_t kMaxOriginRetries = 100;
 
 // path made absolute against the working directory and lexically normal,
 // without resolving anything (the mountpoint may be stale); an origin URL
