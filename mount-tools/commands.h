@@ -132,6 +132,10 @@ Status ParseControlReply(const nlohmann::json& answer);
 
 // --- order -----------------------------------------------------------------
 
+// OK unless FILE is a directory, which `stoker order MOUNTPOINT FILE` (the
+// arguments swapped) gives: EINVAL saying so, with the usage.
+Status CheckOrderFile(const std::string& file);
+
 // The paths of an order file's text: one per line, blank lines and lines
 // starting with '#' left out.
 std::vector<std::string> ParseOrderLines(const std::string& text);
