@@ -16,6 +16,7 @@
 #include <memory>
 #include <set>
 
+#include "decode/view/view_options.h"
 #include "fs/fuse_access.h"
 #include "fs/kernel_mounts.h"
 #include "mount-tools/commands.h"
@@ -225,6 +226,23 @@ int RunMountCommand(const MountArgs& args) {
   return RunDaemonized(*options, log_file);
 }
 
+// --NAME and --no-NAME setting *value to true and false; each excludes the
+// other. The check is in the callbacks (which run once all is parsed) rather
+// than CLI11's excludes(), which --help would print on every such line.
+void AddFlagPair(CLI::App* app, const std::string& on, const std::string& off, bool* value,
+                 const std::string& on_help, const std::string& off_help) {
+  auto set = [app, on, off, value](bool to) {
+    if (app->get_option(on)->count() > 0 && app->get_option(off)->count() > 0) {
+      throw CLI::ExcludesError(on, off);
+    }
+    *value = to;
+  };
+  app->add_flag_callback(
+      on, [set] { set(true); }, on_help);
+  app->add_flag_callback(
+      off, [set] { set(false); }, off_help);
+}
+
 }  // namespace
 
 Subcommand AddMountCommand(CLI::App& root) {
@@ -238,115 +256,146 @@ Subcommand AddMountCommand(CLI::App& root) {
   app->add_option("MOUNTPOINT", args->mountpoint, "Empty directory to mount on")->required();
   app->add_option("--cache", args->cache_dir,
                   "Cache directory on the SSD (created 0700 if missing)")
-      ->required();
+      ->required()
+      ->type_name("DIR");
   app->add_option("--cache-size", args->cache_size,
-                  "Bound on the cache's space on disk: 512M, 200G, bytes")
-      ->capture_default_str();
+                  "Bound on the cache's space on disk: 512M, 200G, bytes; at least " +
+                      std::to_string(kMinChunksInCache) + " chunks")
+      ->capture_default_str()
+      ->type_name("SIZE");
   app->add_option("--chunk-size", args->chunk_size,
                   "Unit of fetching and caching, 64K..64M, a multiple of 4K")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("SIZE");
   app->add_option("--slab-max", args->slab_max,
                   "Files up to this size (and one chunk) share slab files in the cache; "
                   "0 gives each its own file")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("SIZE");
   app->add_option("--revalidate", args->revalidate,
-                  "Seconds after which an open re-checks the origin file (0 = every open)")
-      ->capture_default_str();
+                  "How long after its last check an open re-checks the origin file (0 = every "
+                  "open): seconds, or 90s, 1m, 2h, 1d")
+      ->capture_default_str()
+      ->type_name("DURATION");
   app->add_option("--prefetch", args->prefetch,
                   "Bytes to read ahead of a sequential reader (0 disables)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("SIZE");
   app->add_option("--prefetch-files", args->prefetch_files,
                   "Files to read ahead of a reader going through a directory in order "
-                  "(0 disables)")
-      ->capture_default_str();
+                  "(0 disables); at most " +
+                      std::to_string(kMaxPrefetchFiles))
+      ->capture_default_str()
+      ->type_name("N");
   app->add_option("--order-ahead", args->order_ahead,
                   "Files of a reader's order (`stoker order`) fetched ahead of it (0: orders "
-                  "are refused)")
-      ->capture_default_str();
+                  "are refused); at most " +
+                      std::to_string(kMaxOrderAhead))
+      ->capture_default_str()
+      ->type_name("N");
   app->add_option("--order-ahead-bytes", args->order_ahead_bytes,
-                  "Most bytes of a reader's order fetched ahead of it and not yet opened")
-      ->capture_default_str();
+                  "Most bytes of a reader's order fetched ahead of it and not yet opened (not 0)")
+      ->capture_default_str()
+      ->type_name("SIZE");
   app->add_flag("-f,--foreground", args->foreground,
                 "Serve in this process, logging to stderr, until unmounted");
-  app->add_flag("--supervise,!--no-supervise", args->supervise,
-                "Keep the mount across a daemon crash (the default): a supervisor process holds "
-                "/dev/fuse and starts a new daemon on it, so readers see a pause instead of "
-                "errors; --no-supervise: one process, and a crash leaves the mount dead");
-  app->add_flag("--default-permissions,!--no-default-permissions", args->default_permissions,
-                "The kernel checks the origin's mode bits, owner and group for every reader (the "
-                "default); --no-default-permissions: whoever the mount lets in (every user with "
-                "-o allow_other) reads every file");
+  // Each of a pair is a flag of its own, so that --help shows no default
+  // value ("{false}") beside the one that turns the default off.
+  AddFlagPair(app, "--supervise", "--no-supervise", &args->supervise,
+              "Keep the mount across a daemon crash (the default): a supervisor process holds "
+              "/dev/fuse and starts a new daemon on it, so readers see a pause instead of "
+              "errors",
+              "One process: a daemon crash leaves the mount dead");
+  AddFlagPair(app, "--default-permissions", "--no-default-permissions", &args->default_permissions,
+              "The kernel checks the origin's mode bits, owner and group for every reader (the "
+              "default)",
+              "Whoever the mount lets in (every user with -o allow_other) reads every file");
   app->add_option("--metrics", args->metrics,
                   "Serve metrics for Prometheus at http://ADDR:PORT/metrics: HOST:PORT, or :PORT "
-                  "or PORT for the loopback address (default: none)");
+                  "or PORT for the loopback address (default: none)")
+      ->type_name("ADDR:PORT");
   app->add_option("-o", args->fuse_options,
                   "FUSE mount options, passed through (allow_other lets other users in); "
                   "repeatable")
-      ->allow_extra_args(false);
-  app->add_option("--io-backend", args->io_backend, "auto, io_uring or syscall")
-      ->capture_default_str();
+      ->allow_extra_args(false)
+      ->type_name("OPTIONS");
+  app->add_option("--io-backend", args->io_backend, "How the cache and a local origin are read")
+      ->capture_default_str()
+      ->type_name("auto|io_uring|syscall");
   app->add_flag("--no-direct-io", args->no_direct_io,
                 "Read the origin and write the cache through the page cache (default: O_DIRECT "
                 "where the file systems allow it, which saves two copies on a cold read)");
   app->add_option("--passthrough", args->passthrough,
-                  "auto, on or off: let the kernel read files held whole in the cache straight "
-                  "from the SSD (FUSE passthrough, Linux 6.9+, needs CAP_SYS_ADMIN); on: fail "
-                  "the mount if the kernel refuses")
-      ->capture_default_str();
+                  "Let the kernel read files held whole in the cache straight from the SSD (FUSE "
+                  "passthrough, Linux 6.9+, needs CAP_SYS_ADMIN); on: fail the mount if the "
+                  "kernel refuses")
+      ->capture_default_str()
+      ->type_name("auto|on|off");
   app->add_option("--max-nodes", args->max_nodes,
                   "Most files the kernel keeps looked up (each costs the daemon and its supervisor "
                   "a record); past it the oldest are dropped from its cache, to be looked up again "
-                  "if used; 0: no bound")
-      ->capture_default_str();
+                  "if used; 0: no bound, else at least 1000")
+      ->capture_default_str()
+      ->type_name("N");
   app->add_option("--opens", args->opens,
-                  "daemon or kernel: kernel lets the kernel open files without asking the daemon "
-                  "(no round trip per open, so cached small files read at page-cache speed; no "
-                  "passthrough)")
-      ->capture_default_str();
-  app->add_option("--log-level", args->log_level, "error, warn, info or debug")
-      ->capture_default_str();
+                  "kernel lets the kernel open files without asking the daemon (no round trip per "
+                  "open, so cached small files read at page-cache speed; no passthrough)")
+      ->capture_default_str()
+      ->type_name("daemon|kernel");
+  app->add_option("--log-level", args->log_level, "What the daemon logs")
+      ->capture_default_str()
+      ->type_name("error|warn|info|debug");
   app->add_option("--view", args->views,
-                  "Show MOUNTPOINT/.NAME with TFRecord and JPEG files decoded: NAME[:OPTIONS], "
-                  "options channels=0|1|3,dct=fast|accurate,feature=KEY,on_error=fail|skip,"
-                  "decoder=cpu|gpu,fallback=cpu|none,compression=auto|none|gzip|zlib; "
-                  "repeatable")
-      ->allow_extra_args(false);
+                  "Show MOUNTPOINT/.NAME with TFRecord and JPEG files decoded; OPTIONS: " +
+                      ViewOptionSyntax() + " (docs/views.md); repeatable")
+      ->allow_extra_args(false)
+      ->type_name("NAME[:OPTIONS]");
   app->add_option("--decoder", args->decoder,
                   "Decoder of the views: auto (the GPU, nvJPEG, where a device is found), cpu, or "
                   "gpu (fail without one); a view's decoder=cpu|gpu overrides it")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("auto|cpu|gpu");
   app->add_option("--gpu-library-path", args->gpu_library_path,
                   "Directory searched first for libnvjpeg and libcudart (e.g. a pip nvidia-nvjpeg "
                   "wheel's nvidia/nvjpeg/lib); repeatable")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->type_name("DIR");
   app->add_option("--s3-endpoint", args->s3_endpoint,
                   "S3-compatible server for s3:// origins: http(s)://HOST[:PORT] (default AWS; "
                   "credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials, "
-                  "region from AWS_REGION)");
+                  "region from AWS_REGION)")
+      ->type_name("URL");
   app->add_flag("--s3-path-style", args->s3_path_style,
                 "Address the bucket in the path (ENDPOINT/BUCKET/KEY), not the host name");
   app->add_option("--s3-page-size", args->s3_page_size)->group("");  // tests
   app->add_option("--manifest", args->manifest,
                   "For http(s):// origins: a file listing the tree, one 'PATH SIZE' per line "
-                  "(default: the server's autoindex listings)");
+                  "(default: the server's autoindex listings)")
+      ->type_name("FILE");
   app->add_option("--origin-connect-timeout", args->origin_connect_timeout,
-                  "Remote origins: seconds to wait for a connection")
-      ->capture_default_str();
+                  "Remote origins: how long to wait for a connection; 1s..1h")
+      ->capture_default_str()
+      ->type_name("DURATION");
   app->add_option("--origin-stall-timeout", args->origin_stall_timeout,
-                  "Seconds a remote transfer may stall before it is retried, and a call to a local "
-                  "origin before the origin counts as hung (cached files are then served without "
-                  "asking it)")
-      ->capture_default_str();
+                  "How long a remote transfer may stall before it is retried, and a call to a "
+                  "local origin before the origin counts as hung (cached files are then served "
+                  "without asking it); 1s..1h")
+      ->capture_default_str()
+      ->type_name("DURATION");
   app->add_option("--origin-retries", args->origin_retries,
-                  "Remote origins: retries of a failed request (exponential backoff)")
-      ->capture_default_str();
+                  "Remote origins: retries of a failed request (exponential backoff); at most " +
+                      std::to_string(kMaxOriginRetries))
+      ->capture_default_str()
+      ->type_name("N");
   app->add_option("--origin-backoff", args->origin_backoff,
-                  "Seconds after a request found the origin unreachable (or hung) during which "
-                  "cached files and listed directories are served without asking it "
-                  "(0: always ask)")
-      ->capture_default_str();
+                  "How long after a request found the origin unreachable (or hung) cached files "
+                  "and listed directories are served without asking it (0: always ask); at most "
+                  "1h")
+      ->capture_default_str()
+      ->type_name("DURATION");
   app->add_option("--log-file", args->log_file,
-                  "Log here instead of CACHE_DIR/stoker.log (or stderr with --foreground)");
+                  "Log here instead of CACHE_DIR/stoker.log (or stderr with --foreground)")
+      ->type_name("FILE");
   return {app, [args] { return RunMountCommand(*args); }};
 }
 

@@ -3,6 +3,8 @@
 // fetches the next ones of it ahead of the reader (cache/order_prefetcher.h).
 // The order goes over CACHE_DIR/control.sock, in parts that each fit one
 // request; it replaces the mount's last order. `--clear` drops it.
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +14,7 @@
 
 #include "mount-tools/commands.h"
 #include "mount-tools/daemon_client.h"
+#include "mount-tools/mount_root.h"
 
 namespace stoker {
 
@@ -33,6 +36,10 @@ Result<std::string> ReadAll(const std::string& file) {
 }
 
 int RunOrder(const std::string& file, const std::string& mountpoint) {
+  if (Status st = CheckOrderFile(file); !st.ok()) {
+    PrintError("order: " + st.message());
+    return kExitUsage;
+  }
   Result<std::string> text = ReadAll(file);
   if (!text.ok()) {
     PrintError("order: " + text.status().message());
@@ -76,6 +83,14 @@ int ClearOrder(const std::string& mountpoint) {
 
 }  // namespace
 
+Status CheckOrderFile(const std::string& file) {
+  struct stat st;
+  if (file == "-" || stat(file.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::OK();
+  const std::string what = FindMountRoot(file).ok() ? "a stoker mount" : "a directory";
+  return Status::Invalid("'" + file + "' is " + what +
+                         ", not a file of paths: usage: stoker order FILE MOUNTPOINT");
+}
+
 std::vector<std::string> ParseOrderLines(const std::string& text) {
   std::vector<std::string> paths;
   std::istringstream in(text);
@@ -102,6 +117,19 @@ std::vector<std::vector<std::string>> SplitOrder(const std::vector<std::string>&
   return parts;
 }
 
+namespace {
+
+// The usage lines of `stoker order`: both arguments required, or --clear.
+class OrderFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string name) const override {
+    return get_label("Usage") + ": " + name + " FILE MOUNTPOINT\n       " + name +
+           " --clear MOUNTPOINT\n";
+  }
+};
+
+}  // namespace
+
 Subcommand AddOrderCommand(CLI::App& root) {
   struct Args {
     std::string file;
@@ -112,11 +140,14 @@ Subcommand AddOrderCommand(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "order",
       "Tell a mount the order a reader will open files in (one epoch), to fetch ahead of it");
+  // FILE and MOUNTPOINT are required but for --clear, which CLI11 cannot say.
+  app->formatter(std::make_shared<OrderFormatter>());
   app->add_option("FILE", args->file,
                   "The paths, one per line, relative to the mount's root or absolute under it; "
                   "'-' reads them from stdin");
   app->add_option("MOUNTPOINT", args->mountpoint, "The stoker mount (or any path under it)");
-  app->add_option("--clear", args->clear, "Drop the order of the mount at MOUNTPOINT");
+  app->add_option("--clear", args->clear, "Drop the order of the mount at MOUNTPOINT")
+      ->type_name("MOUNTPOINT");
   return {app, [args] {
             if (!args->clear.empty()) {
               if (!args->file.empty()) {

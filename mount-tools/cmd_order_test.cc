@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "mount-tools/commands.h"
+#include "util/test_files.h"
 
 namespace stoker {
 namespace {
@@ -28,6 +29,21 @@ TEST(SplitOrder, EveryPartFitsAndTheOrderIsKept) {
   }
   EXPECT_EQ(joined, paths);
   EXPECT_EQ(SplitOrder({"a"}, max).size(), 1u);
+}
+
+// `stoker order MOUNTPOINT FILE` (swapped) is told so, with the usage.
+TEST(CheckOrderFile, ADirectoryInFilesPlaceIsRefusedWithTheUsage) {
+  testing::ScratchDir dir("order");
+  testing::WriteFile(dir.Sub("epoch.txt"), "a.jpg\n");
+  EXPECT_TRUE(CheckOrderFile(dir.Sub("epoch.txt")).ok());
+  EXPECT_TRUE(CheckOrderFile("-").ok());
+  EXPECT_TRUE(CheckOrderFile(dir.Sub("missing.txt")).ok()) << "read, and refused, as before";
+  Status st = CheckOrderFile(dir.path());
+  EXPECT_EQ(st.code(), EINVAL);
+  EXPECT_NE(st.message().find("'" + dir.path() + "' is a directory"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("usage: stoker order FILE MOUNTPOINT"), std::string::npos)
+      << st.message();
 }
 
 }  // namespace

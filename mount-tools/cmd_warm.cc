@@ -324,14 +324,17 @@ Subcommand AddWarmCommand(CLI::App& root) {
       "warm", "Pull files or directories under a mount into the cache, in the background");
   app->add_option("PATH", args->paths, "Files or directories under a stoker mount");
   app->add_option("--view", args->view,
-                  "Warm the decoded view NAME of the PATHs (decode them in the background)");
+                  "Warm the decoded view NAME of the PATHs (decode them in the background)")
+      ->type_name("NAME");
   app->add_flag("--wait", args->wait,
                 "Wait until they are in the cache, drawing the progress; Ctrl-C stops waiting, not "
                 "the warm");
   app->add_option("--from", args->from,
-                  "Warm the paths listed in FILE (one per line), in that order, after the PATHs");
+                  "Warm the paths listed in FILE (one per line), in that order, after the PATHs")
+      ->type_name("FILE");
   app->add_option("--status", args->status,
-                  "Show the warm jobs of the mount at MOUNTPOINT (queued, running, done)");
+                  "Show the warm jobs of the mount at MOUNTPOINT (queued, running, done)")
+      ->type_name("MOUNTPOINT");
   return {app, [args] {
             if (!args->status.empty()) {
               if (!args->paths.empty() || !args->from.empty()) {

@@ -93,6 +93,9 @@ inline constexpr uint64_t kMaxChunkSize = 64ull << 20;
 inline constexpr uint64_t kMinChunksInCache = 4;
 inline constexpr uint64_t kMaxPrefetchFiles = 1024;
 inline constexpr uint64_t kMaxOrderAhead = 100000;
+// The origin's timeouts and --origin-backoff: at most an hour.
+inline constexpr uint64_t kMaxOriginSeconds = 3600;
+inline constexpr uint64_t kMaxOriginRetries = 100;
 
 // path made absolute against the working directory and lexically normal,
 // without resolving anything (the mountpoint may be stale); an origin URL
@@ -131,6 +134,10 @@ nlohmann::json WarmRequest(const std::string& rel_path);
 Status ParseControlReply(const nlohmann::json& answer);
 
 // --- order -----------------------------------------------------------------
+
+// OK unless FILE is a directory, which `stoker order MOUNTPOINT FILE` (the
+// arguments swapped) gives: EINVAL saying so, with the usage.
+Status CheckOrderFile(const std::string& file);
 
 // The paths of an order file's text: one per line, blank lines and lines
 // starting with '#' left out.

@@ -2,9 +2,11 @@
 // origin's options): one line naming the bad argument for each refusal.
 #include <filesystem>
 
+#include "cache/origin/remote/url.h"
 #include "fs/metrics.h"
 #include "fs/mountpoint.h"
 #include "mount-tools/commands.h"
+#include "util/duration.h"
 #include "util/size.h"
 
 namespace stoker {
@@ -35,10 +37,31 @@ std::vector<std::string> SplitFuseOptions(const std::vector<std::string>& raw) {
 
 namespace {
 
-Result<uint64_t> ParseSizeFlag(const std::string& flag, const std::string& text) {
-  auto r = ParseSize(text);
+// A parser's error with the flag's name in front.
+Result<uint64_t> OfFlag(const std::string& flag, Result<uint64_t> r) {
   if (!r.ok()) return Status::Invalid(flag + ": " + r.status().message());
   return r;
+}
+
+Result<uint64_t> ParseSizeFlag(const std::string& flag, const std::string& text) {
+  return OfFlag(flag, ParseSize(text));
+}
+
+// "1m" -> 60, "60" -> 60 (util/duration.h).
+Result<uint64_t> ParseSecondsFlag(const std::string& flag, const std::string& text) {
+  return OfFlag(flag, ParseDuration(text));
+}
+
+// The S3 origin's check of its endpoint, made before anything is mounted so
+// that a bad value is a usage error as every other.
+Status CheckS3Endpoint(const std::string& endpoint) {
+  Result<Url> url = ParseUrl(endpoint);
+  if (!url.ok() || (url->scheme != "http" && url->scheme != "https") ||
+      (!url->path.empty() && url->path != "/")) {
+    return Status::Invalid("--s3-endpoint " + endpoint +
+                           ": expected http(s)://HOST[:PORT] without a path");
+  }
+  return Status::OK();
 }
 
 // "60" -> 60; what names the flag and its unit in the error.
@@ -58,6 +81,7 @@ Status ToOriginOptions(const MountArgs& args, uint64_t revalidate_seconds, Origi
   if ((!remote || s3) && !args.manifest.empty()) {
     return Status::Invalid("--manifest is for http(s):// origins");
   }
+  if (!args.s3_endpoint.empty()) STOKER_RETURN_IF_ERROR(CheckS3Endpoint(args.s3_endpoint));
   o->s3_endpoint = args.s3_endpoint;
   o->s3_path_style = args.s3_path_style;
   o->manifest = args.manifest.empty() ? "" : MakeAbsolute(args.manifest);
@@ -69,25 +93,31 @@ Status ToOriginOptions(const MountArgs& args, uint64_t revalidate_seconds, Origi
   }
   o->s3_page_size = static_cast<int>(page);
   STOKER_ASSIGN_OR_RETURN(
-      uint64_t connect,
-      ParseWholeNumber("--origin-connect-timeout", args.origin_connect_timeout, "seconds"));
-  STOKER_ASSIGN_OR_RETURN(uint64_t stall, ParseWholeNumber("--origin-stall-timeout",
-                                                           args.origin_stall_timeout, "seconds"));
+      uint64_t connect, ParseSecondsFlag("--origin-connect-timeout", args.origin_connect_timeout));
+  STOKER_ASSIGN_OR_RETURN(uint64_t stall,
+                          ParseSecondsFlag("--origin-stall-timeout", args.origin_stall_timeout));
   STOKER_ASSIGN_OR_RETURN(uint64_t retries,
                           ParseWholeNumber("--origin-retries", args.origin_retries, "retries"));
-  if (connect < 1 || connect > 3600 || stall < 1 || stall > 3600) {
-    return Status::Invalid("--origin-connect-timeout and --origin-stall-timeout: 1..3600 seconds");
+  auto out_of_range = [](const char* flag, const std::string& v, uint64_t s, uint64_t min) {
+    return s < min || s > kMaxOriginSeconds
+               ? Status::Invalid(std::string(flag) + " " + v + ": " + std::to_string(min) + ".." +
+                                 std::to_string(kMaxOriginSeconds) + " seconds")
+               : Status::OK();
+  };
+  STOKER_RETURN_IF_ERROR(
+      out_of_range("--origin-connect-timeout", args.origin_connect_timeout, connect, 1));
+  STOKER_RETURN_IF_ERROR(
+      out_of_range("--origin-stall-timeout", args.origin_stall_timeout, stall, 1));
+  if (retries > kMaxOriginRetries) {
+    return Status::Invalid("--origin-retries " + args.origin_retries + ": at most " +
+                           std::to_string(kMaxOriginRetries));
   }
-  if (retries > 100)
-    return Status::Invalid("--origin-retries " + args.origin_retries + ": at most 100");
   o->connect_timeout_s = static_cast<long>(connect);
   o->stall_timeout_s = static_cast<long>(stall);
   o->retries = static_cast<int>(retries);
   STOKER_ASSIGN_OR_RETURN(uint64_t backoff,
-                          ParseWholeNumber("--origin-backoff", args.origin_backoff, "seconds"));
-  if (backoff > 3600) {
-    return Status::Invalid("--origin-backoff " + args.origin_backoff + ": at most 3600 seconds");
-  }
+                          ParseSecondsFlag("--origin-backoff", args.origin_backoff));
+  STOKER_RETURN_IF_ERROR(out_of_range("--origin-backoff", args.origin_backoff, backoff, 0));
   o->backoff_seconds = static_cast<long>(backoff);
   return Status::OK();
 }
@@ -125,7 +155,7 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
                            FormatSize(chunk) + ")");
   }
   STOKER_ASSIGN_OR_RETURN(o.cache.revalidate_seconds,
-                          ParseWholeNumber("--revalidate", args.revalidate, "seconds"));
+                          ParseSecondsFlag("--revalidate", args.revalidate));
   STOKER_ASSIGN_OR_RETURN(o.max_nodes, ParseWholeNumber("--max-nodes", args.max_nodes, "nodes"));
   if (o.max_nodes != 0 && o.max_nodes < 1000) {
     return Status::Invalid("--max-nodes " + args.max_nodes + ": 0 (no bound) or at least 1000");

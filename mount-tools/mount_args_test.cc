@@ -177,7 +177,8 @@ TEST(ToMountOptions, RefusesBadArguments) {
       {"unparsable cache size", [](MountArgs& a) { a.cache_size = "lots"; }, "--cache-size"},
       {"unknown unit", [](MountArgs& a) { a.cache_size = "10Q"; }, "--cache-size"},
       {"unparsable chunk size", [](MountArgs& a) { a.chunk_size = "-1M"; }, "--chunk-size"},
-      {"word revalidate", [](MountArgs& a) { a.revalidate = "soon"; }, "--revalidate soon"},
+      {"word revalidate", [](MountArgs& a) { a.revalidate = "soon"; },
+       "--revalidate: invalid duration 'soon'"},
       {"unparsable prefetch", [](MountArgs& a) { a.prefetch = "x"; }, "--prefetch"},
       {"unparsable prefetch files", [](MountArgs& a) { a.prefetch_files = "-1"; },
        "--prefetch-files"},
@@ -204,8 +205,12 @@ TEST(ToMountOptions, RefusesBadArguments) {
        },
        "at least 4 chunks"},
       {"io backend", [](MountArgs& a) { a.io_backend = "aio"; }, "--io-backend"},
-      {"negative revalidate", [](MountArgs& a) { a.revalidate = "-5"; }, "--revalidate -5"},
+      {"negative revalidate", [](MountArgs& a) { a.revalidate = "-5"; },
+       "--revalidate: invalid duration '-5'"},
       {"fractional revalidate", [](MountArgs& a) { a.revalidate = "1.5"; }, "--revalidate"},
+      {"revalidate unit", [](MountArgs& a) { a.revalidate = "1w"; }, "--revalidate: invalid"},
+      {"stall timeout unit", [](MountArgs& a) { a.origin_stall_timeout = "5ms"; },
+       "--origin-stall-timeout"},
       {"log level", [](MountArgs& a) { a.log_level = "loud"; }, "--log-level"},
       {"opens", [](MountArgs& a) { a.opens = "user"; }, "--opens user"},
       {"too few nodes", [](MountArgs& a) { a.max_nodes = "10"; }, "--max-nodes 10"},
@@ -227,6 +232,43 @@ TEST(ToMountOptions, RefusesBadArguments) {
     EXPECT_NE(o.status().message().find(c.names), std::string::npos)
         << c.what << ": " << o.status().message();
     EXPECT_EQ(o.status().message().find('\n'), std::string::npos) << c.what;
+  }
+}
+
+TEST(ToMountOptions, SecondsTakeUnits) {
+  MountArgs a = Args();
+  a.origin = "s3://bucket";
+  a.revalidate = "1m";
+  a.origin_connect_timeout = "90s";
+  a.origin_stall_timeout = "1h";
+  a.origin_backoff = "2";
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->cache.revalidate_seconds, 60u);
+  EXPECT_EQ(o->origin_options.listing_ttl_seconds, 60u);
+  EXPECT_EQ(o->origin_options.connect_timeout_s, 90);
+  EXPECT_EQ(o->origin_options.stall_timeout_s, 3600);
+  EXPECT_EQ(o->origin_options.backoff_seconds, 2);
+  a.revalidate = "1d";
+  EXPECT_EQ(ToMountOptions(a)->cache.revalidate_seconds, 86400u);
+  a.origin_backoff = "2h";  // past 3600 s, in any unit
+  EXPECT_NE(ToMountOptions(a).status().message().find("--origin-backoff 2h"), std::string::npos);
+}
+
+TEST(ToMountOptions, S3EndpointNeedsAScheme) {
+  MountArgs a = Args();
+  a.origin = "s3://bucket";
+  for (const char* good : {"http://127.0.0.1:9000", "https://minio.local", "http://h:9/"}) {
+    a.s3_endpoint = good;
+    EXPECT_TRUE(ToMountOptions(a).ok()) << good;
+  }
+  for (const char* bad : {"127.0.0.1:9", "ftp://h", "http://h/bucket", "http://"}) {
+    a.s3_endpoint = bad;
+    auto o = ToMountOptions(a);
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_EQ(o.status().code(), EINVAL);
+    EXPECT_NE(o.status().message().find(std::string("--s3-endpoint ") + bad), std::string::npos)
+        << o.status().message();
   }
 }
 

@@ -25,7 +25,8 @@ path and to run as the mount's owner or root (the socket is 0600). A new order
 replaces the last one and cancels what it still had to fetch. Errors raise
 OrderError with the daemon's one-line reason.
 
-As a command: stoker_order.py MOUNTPOINT FILE   (one path a line; '-': stdin)
+As a command, as `stoker order`: stoker_order.py FILE MOUNTPOINT   (one path a
+line; '-': stdin)
 """
 
 import json
@@ -177,11 +178,19 @@ class OrderedSampler:
             self.sampler.set_epoch(epoch)
 
 
+_USAGE = "usage: stoker_order.py FILE MOUNTPOINT   (one path a line; '-': stdin)"
+
+
 def main(argv):
     if len(argv) != 3:
-        print("usage: stoker_order.py MOUNTPOINT FILE   (one path a line; '-': stdin)", file=sys.stderr)
+        print(_USAGE, file=sys.stderr)
         return 2
-    mountpoint, name = argv[1], argv[2]
+    name, mountpoint = argv[1], argv[2]
+    if name != "-" and os.path.isdir(name):
+        # The arguments swapped (this command took MOUNTPOINT FILE once).
+        print(f"stoker_order: error: '{name}' is a directory, not a file of paths: {_USAGE}",
+              file=sys.stderr)
+        return 2
     try:
         f = sys.stdin if name == "-" else open(name, encoding="utf-8")
     except OSError as e:

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace stoker {
 namespace {
@@ -57,55 +58,113 @@ Result<uint64_t> ParsePositive(std::string_view key, std::string_view v) {
   return n;
 }
 
-Status SetOption(std::string_view key, std::string_view v, ViewOptions* o) {
-  if (key == "channels") {
-    STOKER_ASSIGN_OR_RETURN(o->decode.channels,
-                            ParseChoice<int>(key, v, {{"0", 0}, {"1", 1}, {"3", 3}}));
-  } else if (key == "dct") {
-    STOKER_ASSIGN_OR_RETURN(
-        o->decode.dct,
-        ParseChoice<DctMethod>(key, v,
-                               {{"fast", DctMethod::kFast}, {"accurate", DctMethod::kAccurate}}));
-  } else if (key == "ratio") {
-    STOKER_ASSIGN_OR_RETURN(o->decode.ratio,
-                            ParseChoice<int>(key, v, {{"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}}));
-  } else if (key == "max_side") {
-    STOKER_ASSIGN_OR_RETURN(uint64_t side, ParsePositive(key, v));
-    if (side > UINT32_MAX) return NotA(key, v, "a side in pixels");
-    o->decode.max_side = static_cast<uint32_t>(side);
-  } else if (key == "fancy_upsampling") {
-    STOKER_ASSIGN_OR_RETURN(o->decode.fancy_upsampling, ParseBool(key, v));
-  } else if (key == "feature") {
-    STOKER_ASSIGN_OR_RETURN(o->feature, ParseFeature(key, v));
-  } else if (key == "on_error") {
-    STOKER_ASSIGN_OR_RETURN(
-        o->on_error,
-        ParseChoice<OnError>(key, v, {{"fail", OnError::kFail}, {"skip", OnError::kSkip}}));
-  } else if (key == "max_pixels") {
-    STOKER_ASSIGN_OR_RETURN(o->probe.max_pixels, ParsePositive(key, v));
-  } else if (key == "arithmetic") {
-    STOKER_ASSIGN_OR_RETURN(o->probe.allow_arithmetic, ParseBool(key, v));
-  } else if (key == "decoder") {
-    STOKER_ASSIGN_OR_RETURN(
-        o->decoder,
-        ParseChoice<ViewDecoder>(key, v, {{"cpu", ViewDecoder::kCpu}, {"gpu", ViewDecoder::kGpu}}));
-  } else if (key == "fallback") {
-    STOKER_ASSIGN_OR_RETURN(o->gpu_fallback,
-                            ParseChoice<bool>(key, v, {{"cpu", true}, {"none", false}}));
-  } else if (key == "compression") {
-    STOKER_ASSIGN_OR_RETURN(o->compression, ParseChoice<std::optional<TfRecordCompression>>(
-                                                key, v,
-                                                {{"auto", std::nullopt},
-                                                 {"none", TfRecordCompression::kNone},
-                                                 {"gzip", TfRecordCompression::kGzip},
-                                                 {"zlib", TfRecordCompression::kZlib}}));
-  } else {
-    return Status::Invalid("unknown view option '" + std::string(key) + "'");
-  }
+// *field = r's value, or r's error.
+template <typename T, typename R>
+Status Assign(T* field, Result<R> r) {
+  if (!r.ok()) return r.status();
+  *field = std::move(r).value();
   return Status::OK();
 }
 
+// Status (*)(key, value, options): sets one key's field from its value.
+using SetFn = Status (*)(std::string_view, std::string_view, ViewOptions*);
+
+struct KeyEntry {
+  ViewOptionKey doc;
+  SetFn set;
+};
+
+// Every key, in the order --help and docs/views.md list them.
+const KeyEntry kKeys[] = {
+    {{"channels", "0|1|3"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->decode.channels, ParseChoice<int>(k, v, {{"0", 0}, {"1", 1}, {"3", 3}}));
+     }},
+    {{"dct", "fast|accurate"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->decode.dct,
+                     ParseChoice<DctMethod>(
+                         k, v, {{"fast", DctMethod::kFast}, {"accurate", DctMethod::kAccurate}}));
+     }},
+    {{"fancy_upsampling", "true|false"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->decode.fancy_upsampling, ParseBool(k, v));
+     }},
+    {{"ratio", "1|2|4|8"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->decode.ratio,
+                     ParseChoice<int>(k, v, {{"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}}));
+     }},
+    {{"max_side", "N"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       STOKER_ASSIGN_OR_RETURN(uint64_t side, ParsePositive(k, v));
+       if (side > UINT32_MAX) return NotA(k, v, "a side in pixels");
+       o->decode.max_side = static_cast<uint32_t>(side);
+       return Status::OK();
+     }},
+    {{"feature", "KEY"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->feature, ParseFeature(k, v));
+     }},
+    {{"on_error", "fail|skip"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->on_error, ParseChoice<OnError>(
+                                       k, v, {{"fail", OnError::kFail}, {"skip", OnError::kSkip}}));
+     }},
+    {{"max_pixels", "N"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->probe.max_pixels, ParsePositive(k, v));
+     }},
+    {{"arithmetic", "true|false"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->probe.allow_arithmetic, ParseBool(k, v));
+     }},
+    {{"decoder", "cpu|gpu"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->decoder,
+                     ParseChoice<ViewDecoder>(
+                         k, v, {{"cpu", ViewDecoder::kCpu}, {"gpu", ViewDecoder::kGpu}}));
+     }},
+    {{"fallback", "cpu|none"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->gpu_fallback, ParseChoice<bool>(k, v, {{"cpu", true}, {"none", false}}));
+     }},
+    {{"compression", "auto|none|gzip|zlib"},
+     [](std::string_view k, std::string_view v, ViewOptions* o) -> Status {
+       return Assign(&o->compression, ParseChoice<std::optional<TfRecordCompression>>(
+                                          k, v,
+                                          {{"auto", std::nullopt},
+                                           {"none", TfRecordCompression::kNone},
+                                           {"gzip", TfRecordCompression::kGzip},
+                                           {"zlib", TfRecordCompression::kZlib}}));
+     }},
+};
+
+Status SetOption(std::string_view key, std::string_view v, ViewOptions* o) {
+  for (const KeyEntry& e : kKeys) {
+    if (e.doc.key == key) return e.set(key, v, o);
+  }
+  std::string names;
+  for (const KeyEntry& e : kKeys) names += (names.empty() ? "" : ", ") + std::string(e.doc.key);
+  return Status::Invalid("unknown view option '" + std::string(key) + "' (the options: " + names +
+                         ")");
+}
+
 }  // namespace
+
+std::vector<ViewOptionKey> ViewOptionKeys() {
+  std::vector<ViewOptionKey> keys;
+  for (const KeyEntry& e : kKeys) keys.push_back(e.doc);
+  return keys;
+}
+
+std::string ViewOptionSyntax() {
+  std::string out;
+  for (const KeyEntry& e : kKeys) {
+    out += (out.empty() ? "" : ",") + std::string(e.doc.key) + "=" + std::string(e.doc.values);
+  }
+  return out;
+}
 
 const char* ViewOptions::CpuOnlyReason() const {
   if (decode.ratio != 1) return "ratio= needs DCT scaling, which nvJPEG does not have";

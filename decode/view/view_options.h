@@ -4,15 +4,16 @@
 //   --view decoded                       all defaults
 //   --view small:channels=3,dct=accurate,feature=jpeg,on_error=skip
 //
-// Keys: channels=0|1|3, dct=fast|accurate, fancy_upsampling=true|false,
-// ratio=1|2|4|8, max_side=N (not both, nor with decoder=gpu: DecodeParams),
-// feature=KEY, on_error=fail|skip, max_pixels=N, arithmetic=true|false,
-// decoder=cpu|gpu (default: the mount's --decoder), fallback=cpu|none (a
-// GPU view: images the GPU cannot decode go to the CPU, or fail),
-// compression=auto|none|gzip|zlib (how TFRecord files are compressed: auto
-// by their name suffix, see CompressionFromName; the others for every file,
-// as TFRecordDataset's compression_type says for a whole dataset).
-// Errors: EINVAL naming the bad key or value.
+// The keys (ViewOptionKeys() lists them, with their values and meaning):
+// channels, dct, fancy_upsampling, ratio, max_side (not both, nor with
+// decoder=gpu: DecodeParams), feature, on_error, max_pixels, arithmetic,
+// decoder (default: the mount's --decoder), fallback (a GPU view: images the
+// GPU cannot decode go to the CPU, or fail), compression (how TFRecord files
+// are compressed: auto by their name suffix, see CompressionFromName; the
+// others for every file, as TFRecordDataset's compression_type says for a
+// whole dataset).
+// Errors: EINVAL naming the bad key or value; an unknown key's error lists
+// the keys.
 //
 // Fingerprint() names everything that changes a view's bytes; derived
 // objects and layouts are keyed by it, so changing an option (or the
@@ -24,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "decode/jpeg/jpeg_decoder.h"
 #include "decode/jpeg/jpeg_probe.h"
@@ -76,6 +78,20 @@ struct ViewSpec {
   std::string name;
   ViewOptions options;
 };
+
+// One key of a view's OPTIONS as ParseViewSpec takes it, for --help and
+// errors: values is what it takes ("fast|accurate", "N"; docs/views.md says
+// what each does).
+struct ViewOptionKey {
+  std::string_view key;
+  std::string_view values;
+};
+
+// Every key ParseViewSpec takes, and no other, in the order to list them.
+std::vector<ViewOptionKey> ViewOptionKeys();
+
+// "channels=0|1|3,dct=fast|accurate,...": every key with its values.
+std::string ViewOptionSyntax();
 
 // Parses "NAME" or "NAME:key=value,key=value". The name must be a plain
 // file name (no '/', not "." or "..", not empty).

@@ -157,5 +157,34 @@ TEST(ViewOptionsTest, FingerprintNamesEveryInput) {
   }
 }
 
+// ViewOptionKeys() is what --help and docs/views.md are checked against: each
+// key it lists takes each value it lists, and the parser takes no other key.
+TEST(ViewOptionsTest, ListedKeysAreWhatTheParserTakes) {
+  std::set<std::string> keys;
+  for (const ViewOptionKey& k : ViewOptionKeys()) {
+    keys.insert(std::string(k.key));
+    std::string_view values = k.values;
+    while (!values.empty()) {
+      const size_t bar = values.find('|');
+      std::string v(values.substr(0, bar));
+      values = bar == std::string_view::npos ? "" : values.substr(bar + 1);
+      if (v == "N") v = "640";
+      if (v == "KEY") v = "jpeg";
+      const std::string spec = "v:" + std::string(k.key) + "=" + v;
+      auto parsed = ParseViewSpec(spec);
+      EXPECT_TRUE(parsed.ok()) << spec << ": " << parsed.status().message();
+    }
+  }
+  EXPECT_EQ(keys.size(), ViewOptionKeys().size()) << "a key listed twice";
+  auto unknown = ParseViewSpec("v:chanels=3");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(EINVAL, unknown.status().code());
+  const std::string& why = unknown.status().message();
+  EXPECT_NE(why.find("unknown view option 'chanels'"), std::string::npos) << why;
+  for (const std::string& k : keys) EXPECT_NE(why.find(k), std::string::npos) << k << ": " << why;
+  EXPECT_NE(ViewOptionSyntax().find("ratio=1|2|4|8"), std::string::npos) << ViewOptionSyntax();
+  EXPECT_NE(ViewOptionSyntax().find("max_side=N"), std::string::npos) << ViewOptionSyntax();
+}
+
 }  // namespace
 }  // namespace stoker

@@ -148,6 +148,11 @@ def test_a_bad_order_gets_a_one_line_error(mounts, tmp_path, tree):
     assert r.returncode == 2 and r.stderr.count("\n") == 1, lib.describe(r)
     r = lib.stoker("order", tmp_path / "missing.txt", tmp_path)  # not a stoker mount
     assert r.returncode != 0 and r.stderr.count("\n") == 1, lib.describe(r)
+    # The arguments swapped: said so, with the usage.
+    r = lib.stoker("order", m.mnt, tmp_path / "missing.txt")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, lib.describe(r)
+    assert "is a stoker mount" in r.stderr and "usage: stoker order FILE MOUNTPOINT" in r.stderr, (
+        lib.describe(r))
     s = m.stats()
     assert s["orders_set"] == 0 and s["order_files"] == 0, s
     # The daemon goes on, and takes a good order.
@@ -169,7 +174,11 @@ def test_python_helper_with_a_list_of_files(mounts, tmp_path, tree):
     # As a command.
     f = tmp_path / "order.txt"
     f.write_text("".join(str(m.mnt / p) + "\n" for p in order))
-    r = lib.run([sys.executable, HELPER, m.mnt, f])
+    r = lib.run([sys.executable, HELPER, m.mnt, f])  # swapped: refused, saying so
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, lib.describe(r)
+    assert "usage: stoker_order.py FILE MOUNTPOINT" in r.stderr, lib.describe(r)
+    assert m.stats()["orders_set"] == 0
+    r = lib.run([sys.executable, HELPER, f, m.mnt])  # the order of `stoker order`
     assert r.returncode == 0, lib.describe(r)
     assert m.stats()["order_files"] == len(order)
     # As a module: write_order, and OrderedSampler over a list (no torch).
