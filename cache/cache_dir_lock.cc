@@ -6,12 +6,38 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
 
 #include "util/files.h"
 
 namespace stoker {
+namespace {
 
-Result<std::unique_ptr<CacheDirLock>> CacheDirLock::Acquire(const std::string& dir, bool create) {
+// "stoker pid 42 (the mount at /mnt)" from what the holder wrote in the
+// lock file; "another stoker process" where it says nothing usable (it may
+// be writing it right now).
+std::string HolderOf(int fd) {
+  char buf[4096];
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return "another stoker process";
+  const std::string text(buf, static_cast<size_t>(n));
+  const size_t eol = text.find('\n');
+  const std::string pid = text.substr(0, eol);
+  if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) {
+    return "another stoker process";
+  }
+  std::string out = "stoker pid " + pid;
+  if (eol == std::string::npos) return out;
+  std::string mountpoint = text.substr(eol + 1);
+  if (const size_t end = mountpoint.find('\n'); end != std::string::npos) mountpoint.resize(end);
+  if (!mountpoint.empty()) out += " (the mount at " + mountpoint + ")";
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CacheDirLock>> CacheDirLock::Acquire(const std::string& dir, bool create,
+                                                            const CacheDirHolder& holder) {
   if (dir.empty()) return Status::Invalid("cache dir not given");
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) {
@@ -37,16 +63,19 @@ Result<std::unique_ptr<CacheDirLock>> CacheDirLock::Acquire(const std::string& d
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Status::FromErrno("cannot open cache lock '" + path + "'");
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int e = errno;
+    const int e = errno;
+    const std::string who = e == EWOULDBLOCK ? HolderOf(fd) : "";
     ::close(fd);
-    if (e == EWOULDBLOCK) {
-      return Status::Busy("cache dir " + dir + " is in use by another stoker process");
-    }
+    if (e == EWOULDBLOCK) return Status::Busy("cache dir " + dir + " is in use by " + who);
     return Status::FromErrno(e, "cannot lock cache dir '" + dir + "'");
   }
-  // For people: which process holds it.
-  std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
+  // For people, and the next one to try: who holds it. Written before the
+  // old text is cut, so that the file never reads empty.
+  const std::string text =
+      std::to_string(holder.pid != 0 ? holder.pid : ::getpid()) + "\n" + holder.mountpoint + "\n";
+  if (::pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size())) {
+    (void)!::ftruncate(fd, static_cast<off_t>(text.size()));
+  }
   return std::unique_ptr<CacheDirLock>(new CacheDirLock(dir, fd));
 }
 

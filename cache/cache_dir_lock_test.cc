@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
 
 #include "cache/cache_test_util.h"
 
@@ -20,9 +23,26 @@ TEST(CacheDirLockTest, CreatesPrivateDirAndRefusesASecondHolder) {
   auto second = CacheDirLock::Acquire(dir, true);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), EBUSY);
-  EXPECT_EQ(second.status().message(), "cache dir " + dir + " is in use by another stoker process");
+  EXPECT_EQ(second.status().message(),
+            "cache dir " + dir + " is in use by stoker pid " + std::to_string(getpid()));
   first.value().reset();
   EXPECT_TRUE(CacheDirLock::Acquire(dir, true).ok()) << "released with its holder";
+}
+
+TEST(CacheDirLockTest, ASecondHolderIsToldWhoHoldsIt) {
+  testing::ScratchDir d("lock");
+  auto first = CacheDirLock::Acquire(d.path(), true, {.pid = 4242, .mountpoint = "/mnt/x"});
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  auto second = CacheDirLock::Acquire(d.path(), true, {.pid = 1, .mountpoint = "/mnt/y"});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().message(),
+            "cache dir " + d.path() + " is in use by stoker pid 4242 (the mount at /mnt/x)");
+  first.value().reset();
+  // A shorter record replaces a longer one whole.
+  auto third = CacheDirLock::Acquire(d.path(), true, {.pid = 7, .mountpoint = ""});
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(CacheDirLock::Acquire(d.path(), true).status().message(),
+            "cache dir " + d.path() + " is in use by stoker pid 7");
 }
 
 TEST(CacheDirLockTest, RefusesGroupOrWorldWritableDirs) {

@@ -55,6 +55,22 @@ uint64_t CountFiles(const std::string& dir) {
   return n;
 }
 
+// A chunk size (a multiple of 4 KiB) in whole MiB or KiB: "1 MiB", or as
+// --chunk-size takes it (flag): "1M".
+std::string ChunkSizeText(uint64_t bytes, bool flag) {
+  const bool mib = bytes % (1u << 20) == 0;
+  return std::to_string(mib ? bytes >> 20 : bytes >> 10) +
+         (flag ? (mib ? "M" : "K") : (mib ? " MiB" : " KiB"));
+}
+
+Status ChunkSizeMismatch(const std::string& dir, uint64_t cached, uint64_t wanted) {
+  return Status::Error(kCacheChunkSizeMismatch,
+                       "cache dir '" + dir + "' holds chunks of " + ChunkSizeText(cached, false) +
+                           ", not " + ChunkSizeText(wanted, false) +
+                           ": mount it with --chunk-size " + ChunkSizeText(cached, true) +
+                           ", or add --reset to empty it");
+}
+
 size_t DescriptorBudget() {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 4096;
@@ -80,7 +96,13 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
   p.options = options;
   p.origin = std::move(origin);
   p.make_derived = make_derived;
-  STOKER_ASSIGN_OR_RETURN(p.lock, CacheDirLock::Acquire(options.dir, true));
+  STOKER_ASSIGN_OR_RETURN(p.lock, CacheDirLock::Acquire(options.dir, true,
+                                                        {.pid = options.holder_pid,
+                                                         .mountpoint = options.holder_mountpoint}));
+  if (options.reset) {
+    STOKER_RETURN_IF_ERROR(Wipe(options.dir));
+    p.fresh_start = "emptied on request (--reset)";
+  }
   if (options.io != nullptr) {
     p.io = options.io;
   } else {
@@ -109,13 +131,9 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
   auto index = ChunkIndex::Open(io_opts);
   if (!index.ok() && index.status().code() == EBADMSG) return damaged(index.status().message());
   if (index.ok() && index.value()->meta().chunk_size != options.chunk_size) {
-    p.fresh_start = "it was made with chunk size " +
-                    std::to_string(index.value()->meta().chunk_size) + ", this mount uses " +
-                    std::to_string(options.chunk_size);
-    index.value().reset();
-    STOKER_RETURN_IF_ERROR(Wipe(options.dir));
-    index = ChunkIndex::Open(io_opts);
-  } else if (index.ok() && index.value()->created()) {
+    return ChunkSizeMismatch(options.dir, index.value()->meta().chunk_size, options.chunk_size);
+  }
+  if (index.ok() && index.value()->created()) {
     // A new index beside old data files (index/ was deleted): nothing can
     // reach them any more, and they would take space outside the bound.
     uint64_t files = CountFiles(options.dir + "/data");

@@ -10,8 +10,10 @@
 //   whose bytes match every cached chunk) keeps its version.
 // - A damaged index (ChunkIndex::Open's EBADMSG) is never wiped or guessed
 //   around: Open refuses with one line naming `stoker fsck --repair DIR`.
-//   Fresh starts (another chunk size; an index that was deleted) are logged
-//   and reported in Stats()["fresh_start"].
+//   Neither is a cache of another chunk size (kCacheChunkSizeMismatch),
+//   unless CacheOptions::reset asks to empty it. Fresh starts (a reset; an
+//   index that was deleted) are logged and reported in
+//   Stats()["fresh_start"].
 // - A chunk is served only after its XXH3 checksum was verified by this
 //   process (once per chunk per process); a mismatch drops the chunk, counts
 //   checksum_failures and re-fetches from the origin. Readers never see
@@ -57,6 +59,11 @@
 #include "util/status.h"
 
 namespace stoker {
+
+// ObjectCache::Open's code for a cache dir whose index was made with another
+// chunk size than options.chunk_size (and no options.reset): one line naming
+// the dir's chunk size and --reset. What the cache holds is kept.
+inline constexpr int kCacheChunkSizeMismatch = EMEDIUMTYPE;
 
 // Why an open file's version cannot be leased whole (ObjectCache::LeaseWhole).
 enum class LeaseRefusal : uint8_t {
@@ -111,7 +118,8 @@ class ObjectCache : public RawReader {
   using MakeDerived = std::function<Result<Derived>(RawReader& reader)>;
 
   // Opens (or creates) the cache at options.dir: takes the directory lock
-  // (EBUSY "cache dir X is in use by another stoker process" if held), opens
+  // (EBUSY "cache dir X is in use by stoker pid N (the mount at M)" if held),
+  // empties it where options.reset says so, opens
   // the index, makes the derived files (make_derived; null: none), reclaims
   // pending writes of a crashed predecessor, starts the eviction and fetch
   // threads. Does not scan data/.

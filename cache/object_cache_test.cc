@@ -242,16 +242,33 @@ TEST_F(ObjectCacheTest, ASecondDaemonOnTheSameDirIsBusy) {
   auto second = ObjectCache::Open(options_, origin_, AsDerived(origin_));
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), EBUSY);
-  EXPECT_NE(second.status().message().find("in use by another stoker process"), std::string::npos);
+  EXPECT_NE(second.status().message().find("in use by stoker pid " + std::to_string(getpid())),
+            std::string::npos);
 }
 
-TEST_F(ObjectCacheTest, AnotherChunkSizeStartsFresh) {
+TEST_F(ObjectCacheTest, AnotherChunkSizeIsRefusedAndTheCacheKept) {
   Put("a", Pattern(3 * kCs, 1));
   { ASSERT_EQ(ReadAll(*OpenCache(), "a"), Pattern(3 * kCs, 1)); }
   options_.chunk_size = 2 * kCs;
+  auto refused = ObjectCache::Open(options_, origin_, AsDerived(origin_));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), kCacheChunkSizeMismatch);
+  EXPECT_EQ(refused.status().message(), "cache dir '" + options_.dir +
+                                            "' holds chunks of 64 KiB, not 128 KiB: mount it "
+                                            "with --chunk-size 64K, or add --reset to empty it");
+  options_.chunk_size = kCs;
   auto cache = OpenCache();
-  EXPECT_EQ(cache->Stats()["fresh_start"],
-            "it was made with chunk size 65536, this mount uses 131072");
+  EXPECT_EQ(cache->Stats()["fresh_start"], "");
+  EXPECT_EQ(cache->Stats()["chunks"], 3u) << "the refused open kept what the cache held";
+}
+
+TEST_F(ObjectCacheTest, ResetEmptiesTheCacheWhateverItsChunkSize) {
+  Put("a", Pattern(3 * kCs, 1));
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), Pattern(3 * kCs, 1)); }
+  options_.chunk_size = 2 * kCs;
+  options_.reset = true;
+  auto cache = OpenCache();
+  EXPECT_EQ(cache->Stats()["fresh_start"], "emptied on request (--reset)");
   EXPECT_EQ(cache->Stats()["chunks"], 0u);
   EXPECT_EQ(cache->Stats()["chunk_size"], 2 * kCs);
   EXPECT_EQ(ReadAll(*cache, "a"), Pattern(3 * kCs, 1));

@@ -2,6 +2,8 @@
 // Each field says its default and what it means for a crash.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,9 +24,22 @@ struct CacheOptions {
   uint64_t capacity_bytes = 10ull << 30;
 
   // Chunk size: the unit of fetching, checksumming and eviction. A cache
-  // created with one chunk size keeps it; a later mount with another size
-  // starts a fresh index (the old chunks are dropped). Default: 1 MiB.
+  // created with one chunk size keeps it; opening it with another size is
+  // refused (kCacheChunkSizeMismatch, nothing changed) unless reset.
+  // Default: 1 MiB.
   uint64_t chunk_size = 1ull << 20;
+
+  // Empty the cache dir (its index and data) when it is opened, whatever it
+  // holds: how a cache made with another chunk size is taken over.
+  // Default: false.
+  bool reset = false;
+
+  // Who the lock file names as the holder of dir (cache/cache_dir_lock.h),
+  // for whoever tries it next: the process that lives as long as the mount
+  // (its supervisor, under one; 0: this process) and the mountpoint.
+  // Default: this process, no mountpoint.
+  pid_t holder_pid = 0;
+  std::string holder_mountpoint;
 
   // Objects of at most this many bytes that fit in one chunk are stored in
   // slots of shared slab files (cache/slab.h) instead of a data file each,

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 #include "fs/fuse_access.h"
 #include "util/files.h"
@@ -123,6 +124,12 @@ std::optional<MountInfoEntry> FindMountAt(const std::vector<MountInfoEntry>& mou
     if (m.mount_point == abs_path) found = m;
   }
   return found;
+}
+
+std::optional<std::string> StokerMountOrigin(const MountInfoEntry& mount) {
+  constexpr std::string_view kPrefix = "stoker:";
+  if (mount.fstype != "fuse.stoker" || mount.source.rfind(kPrefix, 0) != 0) return std::nullopt;
+  return mount.source.substr(kPrefix.size());
 }
 
 bool IsDeadFuseMount(const std::string& abs_path) {

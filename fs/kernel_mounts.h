@@ -41,6 +41,10 @@ bool IsFuseFsType(const std::string& fstype);
 std::optional<MountInfoEntry> FindMountAt(const std::vector<MountInfoEntry>& mounts,
                                           const std::string& abs_path);
 
+// The origin of a stoker mount as its source shows it (the fsname
+// "stoker:ORIGIN", fs/fuse_session.h); nullopt for any other mount.
+std::optional<std::string> StokerMountOrigin(const MountInfoEntry& mount);
+
 // True if abs_path is the root of a FUSE mount whose daemon is gone. Asks
 // statfs, which the kernel never answers from its caches (stat of the root
 // may still succeed from the attribute cache after the daemon died).

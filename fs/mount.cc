@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_dir_fs.h"
 #include "cache/io/direct_io.h"
 #include "cache/object_cache.h"
 #include "cache/origin/origin.h"
@@ -50,17 +51,24 @@ Result<std::string> ResolveMountpoint(const MountOptions& options, const DaemonR
 
 // The cache over the raw origin, and the views it makes (*views), which
 // read through it; their list of what does not decode outlives the daemon
-// (view_stats.h).
+// (view_stats.h). The cache dir's lock names the mountpoint and the process
+// that lives as long as the mount (the supervisor, under one). A restarted
+// daemon never resets the cache again: the kernel may still read its files.
 Result<std::unique_ptr<ObjectCache>> OpenCache(const MountOptions& options,
+                                               const std::string& mountpoint,
                                                const std::shared_ptr<Origin>& raw,
-                                               ViewMount* views) {
+                                               SupervisorLink* link, ViewMount* views) {
   auto make_views = [&](RawReader& reader) -> Result<ObjectCache::Derived> {
     STOKER_ASSIGN_OR_RETURN(
         *views, MakeViewMount(raw, options.views, reader, options.decode_pool, options.decoder));
     return ObjectCache::Derived{views->origin, views->derived};
   };
+  CacheOptions cache_options = options.cache;
+  cache_options.holder_pid = link != nullptr ? link->supervisor_pid() : getpid();
+  cache_options.holder_mountpoint = mountpoint;
+  if (link != nullptr && link->restart() != nullptr) cache_options.reset = false;
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
-                          ObjectCache::Open(options.cache, raw, make_views));
+                          ObjectCache::Open(cache_options, raw, make_views));
   if (!views->views.empty()) {
     Result<size_t> kept = views->stats->errors.Persist(options.cache.dir + "/view-errors");
     if (kept.ok()) {
@@ -222,6 +230,26 @@ Result<std::unique_ptr<MetricsServer>> StartMetrics(const MountOptions& options,
   return started.status();
 }
 
+// Where the cache dir's file system breaks a promise of the cache (its bound,
+// surviving a reboot): said in the log and, by the first daemon, to the CLI.
+void WarnOfCacheDirFs(const MountOptions& options, ObjectCache& cache, ReadyLine& ready) {
+  Result<CacheDirFs> fs = ProbeCacheDirFs(options.cache.dir);
+  if (!fs.ok()) return;  // the cache opened there: nothing to say the mount cannot
+  const nlohmann::json used = cache.Stats()["cache_used_bytes"];
+  for (const std::string& w :
+       CacheDirWarnings(*fs, options.cache.capacity_bytes,
+                        used.is_number_unsigned() ? used.get<uint64_t>() : 0)) {
+    LOG_WARN("{}", w);
+    ready.Warn(w);
+  }
+}
+
+// A refusal of what the user asked, told to the CLI as such (it exits 2).
+Status Refuse(Status st, ReadyLine& ready) {
+  if (!st.ok()) ready.Send("usage: " + st.message());
+  return st;
+}
+
 // The daemon's life: open the origin, the views and the cache; build the
 // FUSE context and session; serve; then take it all down in order.
 Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLink* link) {
@@ -236,13 +264,20 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   fuse_set_log_func(LogFromFuse);
   std::unique_ptr<EarlyMount> early;
   if (restart == nullptr) {
-    STOKER_RETURN_IF_ERROR(CheckNesting(options.origin, mountpoint, options.cache.dir));
+    STOKER_RETURN_IF_ERROR(
+        Refuse(CheckNesting(options.origin, mountpoint, options.cache.dir), ready));
     STOKER_ASSIGN_OR_RETURN(early, EarlyMount::Make(options, mountpoint));
   }
   // With views, fs/ and the cache both see the ViewNamespace over the origin.
   ViewMount views;
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
-                          OpenCache(options, raw_origin, &views));
+  Result<std::unique_ptr<ObjectCache>> opened =
+      OpenCache(options, mountpoint, raw_origin, link, &views);
+  if (!opened.ok() && opened.status().code() == kCacheChunkSizeMismatch) {
+    return Refuse(opened.status(), ready);
+  }
+  STOKER_RETURN_IF_ERROR(opened.status());
+  std::unique_ptr<ObjectCache> cache = std::move(opened).value();
+  if (restart == nullptr) WarnOfCacheDirFs(options, *cache, ready);
   const std::shared_ptr<Origin> origin = views.origin;
 
   DaemonStats daemon_stats{options, mountpoint, started, *cache, *origin, views, link};

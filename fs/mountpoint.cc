@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fs/kernel_mounts.h"
 #include "util/files.h"
@@ -31,11 +33,9 @@ Status ClearStaleMount(const std::string& mp) {
   return Fail(mp, ENOTCONN, "holds a stale FUSE mount that could not be detached");
 }
 
-// Lexically normalized absolute form of p, resolving what exists of it.
-std::filesystem::path Absolute(const std::string& p) {
-  std::error_code ec;
-  std::filesystem::path out = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
-  return ec ? std::filesystem::absolute(p).lexically_normal() : out;
+// Lexically normalized absolute form of p, without resolving anything.
+std::filesystem::path Lexical(const std::string& p) {
+  return std::filesystem::absolute(p).lexically_normal();
 }
 
 bool IsWithin(const std::filesystem::path& inner, const std::filesystem::path& outer) {
@@ -48,9 +48,88 @@ bool IsWithin(const std::filesystem::path& inner, const std::filesystem::path& o
   return true;
 }
 
-}  // namespace
+struct FileId {
+  dev_t dev;
+  ino_t ino;
+  bool operator==(const FileId&) const = default;
+};
 
-namespace {
+std::optional<FileId> IdOf(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+// The identities of path (if it exists) and of every directory above it,
+// nearest first: from the deepest part of path that resolves, resolved, so
+// that a symlink or a bind mount on the way leads to the directories it
+// shows. *exists: whether path itself resolved.
+std::vector<FileId> AncestorIds(const std::string& path, bool* exists) {
+  std::filesystem::path p = Lexical(path);
+  *exists = true;
+  char resolved[PATH_MAX];
+  while (realpath(p.c_str(), resolved) == nullptr) {
+    if (p == p.root_path()) return {};
+    p = p.parent_path();
+    *exists = false;
+  }
+  std::vector<FileId> ids;
+  for (std::filesystem::path q = resolved;; q = q.parent_path()) {
+    if (std::optional<FileId> id = IdOf(q)) ids.push_back(*id);
+    if (q == q.root_path() || q.empty()) break;
+  }
+  return ids;
+}
+
+enum class Nesting { kApart, kSame, kInside };
+
+// Where inner is relative to outer: by identity up inner's ancestors, and by
+// path (outer may not be reachable: a stale mount).
+Nesting Locate(const std::string& inner, const std::string& outer) {
+  const std::filesystem::path li = Lexical(inner);
+  const std::filesystem::path lo = Lexical(outer);
+  if (IsWithin(li, lo)) return li == lo ? Nesting::kSame : Nesting::kInside;
+  const std::optional<FileId> outer_id = IdOf(outer);
+  if (!outer_id) return Nesting::kApart;
+  bool exists = false;
+  const std::vector<FileId> ids = AncestorIds(inner, &exists);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == *outer_id) return i == 0 && exists ? Nesting::kSame : Nesting::kInside;
+  }
+  return Nesting::kApart;
+}
+
+// "cache dir 'C' is inside the origin 'O'" where inner is in outer.
+Status RefuseNesting(const std::string& inner_what, const std::string& inner,
+                     const std::string& outer_what, const std::string& outer) {
+  const Nesting n = Locate(inner, outer);
+  if (n == Nesting::kApart) return Status::OK();
+  return Status::Invalid(inner_what + " '" + inner + "' is " +
+                         (n == Nesting::kSame ? "" : "inside ") + "the " + outer_what + " '" +
+                         outer + "'");
+}
+
+// "a stoker mount of '/data' (pid 42)" for a live stoker mount at abs_path;
+// nullopt for anything else. The pid is the supervisor's where there is one:
+// it lives as long as the mount.
+std::optional<std::string> DescribeStokerMount(const std::string& abs_path) {
+  Result<std::vector<MountInfoEntry>> mounts = ReadMountInfo();
+  if (!mounts.ok()) return std::nullopt;
+  std::optional<MountInfoEntry> m = FindMountAt(*mounts, abs_path);
+  std::optional<std::string> origin = m ? StokerMountOrigin(*m) : std::nullopt;
+  if (!origin) return std::nullopt;
+  std::string text = "a stoker mount of '" + *origin + "'";
+  Result<std::string> stats = ReadWholeFile(abs_path + "/.stoker/stats.json");
+  if (!stats.ok()) return text;
+  const nlohmann::json j = nlohmann::json::parse(*stats, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return text;
+  const nlohmann::json* pid = j.contains("pid") ? &j["pid"] : nullptr;
+  if (j.contains("supervisor") && j["supervisor"].is_object() && j["supervisor"].contains("pid")) {
+    pid = &j["supervisor"]["pid"];
+  }
+  if (pid != nullptr && pid->is_number_integer()) text += " (pid " + pid->dump() + ")";
+  return text;
+}
 
 // Checks mountpoint as it is now. ENOTCONN (with that code) from any step
 // means a stale FUSE mount: stat alone may still succeed from the kernel's
@@ -75,6 +154,10 @@ Result<std::string> CheckMountpoint(const std::string& mountpoint) {
   const int read_errno = errno;
   closedir(d);
   if (empty && read_errno != 0) return Status::FromErrno(read_errno, what);
+  // A stoker mount that answered the listing is alive (a dead one is stale).
+  if (std::optional<std::string> mount = DescribeStokerMount(resolved)) {
+    return Fail(mountpoint, EBUSY, "is already " + *mount + "; unmount it first");
+  }
   if (!empty) return Fail(mountpoint, ENOTEMPTY, "is not empty");
   return std::string(resolved);
 }
@@ -91,23 +174,17 @@ Result<std::string> PrepareMountpoint(const std::string& mountpoint) {
 
 Status CheckNesting(const std::string& origin, const std::string& mountpoint,
                     const std::string& cache_dir) {
-  if (origin.find("://") != std::string::npos) return Status::OK();  // not a local path
-  const std::filesystem::path mp = Absolute(mountpoint);
-  if (IsWithin(mp, Absolute(origin))) {
-    return Status::Invalid("mountpoint '" + mountpoint + "' is inside the origin '" + origin + "'");
+  // An origin URL (s3://, http://) has no place in the local tree.
+  if (origin.find("://") == std::string::npos) {
+    STOKER_RETURN_IF_ERROR(RefuseNesting("mountpoint", mountpoint, "origin", origin));
+    STOKER_RETURN_IF_ERROR(RefuseNesting("origin", origin, "mountpoint", mountpoint));
+    if (!cache_dir.empty()) {
+      STOKER_RETURN_IF_ERROR(RefuseNesting("cache dir", cache_dir, "origin", origin));
+    }
   }
-  if (IsWithin(Absolute(origin), mp)) {
-    return Status::Invalid("origin '" + origin + "' is inside the mountpoint '" + mountpoint + "'");
-  }
-  if (!cache_dir.empty() && IsWithin(Absolute(cache_dir), mp)) {
-    return Status::Invalid("cache dir '" + cache_dir + "' is inside the mountpoint '" + mountpoint +
-                           "'");
-  }
-  if (!cache_dir.empty() && IsWithin(mp, Absolute(cache_dir))) {
-    return Status::Invalid("mountpoint '" + mountpoint + "' is inside the cache dir '" + cache_dir +
-                           "'");
-  }
-  return Status::OK();
+  if (cache_dir.empty()) return Status::OK();
+  STOKER_RETURN_IF_ERROR(RefuseNesting("cache dir", cache_dir, "mountpoint", mountpoint));
+  return RefuseNesting("mountpoint", mountpoint, "cache dir", cache_dir);
 }
 
 Result<dev_t> DevOfMount(const std::string& mountpoint) {

@@ -16,14 +16,24 @@ namespace stoker {
 // exist, be a directory and be empty. A stale FUSE mount there (stat fails with
 // ENOTCONN: its daemon died) is detached first (umount2 MNT_DETACH, or
 // `fusermount3 -u -z` without the privilege). Errors are one line naming the
-// mountpoint: "mountpoint '/mnt/x' is not empty".
+// mountpoint: "mountpoint '/mnt/x' is not empty"; EBUSY "mountpoint '/mnt/x'
+// is already a stoker mount of '/data' (pid 42); unmount it first" where a
+// live stoker mount is there (the pid from its stats.json: its supervisor's,
+// which outlives a daemon crash, else its daemon's).
 Result<std::string> PrepareMountpoint(const std::string& mountpoint);
 
-// Refuses a mountpoint inside the origin directory (the mount would contain
-// itself) or the cache directory, and an origin or cache directory inside the
-// mountpoint (the daemon would read it through itself, or it would be
-// hidden). Purely by path (symlinks of what exists resolved); an origin URL
-// (s3://, http://) is not checked.
+// Refuses (EINVAL, one line: "cache dir 'C' is inside the origin 'O'", or
+// "is the origin" where they are one) a mountpoint equal to or inside the
+// origin (the mount would contain itself) or the cache directory, an origin
+// inside the mountpoint (the daemon would read it through itself), and a
+// cache directory equal to or inside the origin (the cache would write into
+// what it serves) or the mountpoint (hidden by the mount). Compared by path
+// and by device and inode up the ancestors of each inner path (for one not
+// made yet, of the deepest part that exists), so that neither a symlink nor
+// a bind mount of the outer directory hides the nesting; a bind mount of a
+// directory below the outer one elsewhere is not seen. An origin URL (s3://,
+// http://) has no local path: only the mountpoint and cache dir are checked.
+// Reads only: creates nothing.
 Status CheckNesting(const std::string& origin, const std::string& mountpoint,
                     const std::string& cache_dir);
 

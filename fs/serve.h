@@ -25,11 +25,19 @@
 
 namespace stoker {
 
-// The one line RunMount owes the CLI on ready_fd: "ok" or "error: why".
+// The one line RunMount owes the CLI on ready_fd: "ok", "error: why", or
+// "usage: why" for a refusal of what the user asked (the CLI exits 2). Any
+// number of "warning: what" lines may come before it.
 class ReadyLine {
  public:
   explicit ReadyLine(int fd) : fd_(fd) {}
   ~ReadyLine() { Send("error: stoker exited before the mount was ready"); }
+  void Warn(const std::string& what) {
+    MutexLock lock(mu_);
+    if (fd_ < 0) return;
+    const std::string text = "warning: " + what + "\n";
+    (void)!write(fd_, text.data(), text.size());
+  }
   void Send(const std::string& line) {
     MutexLock lock(mu_);
     if (fd_ < 0) return;

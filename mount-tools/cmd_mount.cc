@@ -2,9 +2,11 @@
 // or forks a daemon and returns once the daemon says the mount is live.
 //
 // The parent/daemon handshake: a pipe whose write end RunMount gets as
-// ready_fd. The parent reads one line: "ok" means live; "error: <why>" or EOF
-// (the daemon died) means no mount, and the parent makes sure nothing stale
-// is left at the mountpoint before it reports the error.
+// ready_fd. The parent prints each "warning: <what>" line on stderr, then
+// reads one line: "ok" means live; "error: <why>", "usage: <why>" (a refusal
+// of the arguments: exit 2) or EOF (the daemon died) means no mount, and the
+// parent makes sure nothing stale is left at the mountpoint before it
+// reports the error.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,6 +17,7 @@
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <string_view>
 
 #include "decode/view/view_options.h"
 #include "fs/fuse_access.h"
@@ -53,16 +56,50 @@ Status StartLogging(const std::string& path, const std::string& level) {
   return Status::OK();
 }
 
-int RunForeground(const MountOptions& options, const std::string& log_file) {
+// Reads the handshake: prints the warnings before it on stderr when asked,
+// returns its line ("" at EOF, or where a non-blocking fd has nothing).
+std::string ReadHandshake(int fd, bool print_warnings) {
+  constexpr std::string_view kWarning = "warning: ";
+  for (;;) {
+    std::string line;
+    char c;
+    ssize_t n;
+    for (;;) {
+      n = read(fd, &c, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0 || c == '\n') break;
+      line += c;
+    }
+    if (line.rfind(kWarning, 0) != 0) return line;
+    if (print_warnings)
+      std::fprintf(stderr, "stoker: warning: %s\n", line.c_str() + kWarning.size());
+    if (n <= 0) return "";
+  }
+}
+
+bool IsRefusal(const std::string& line) { return line.rfind("usage: ", 0) == 0; }
+// What an "error: " or "usage: " line says (both tags are 7 characters).
+std::string Why(const std::string& line) { return line.substr(7); }
+
+int RunForeground(MountOptions options, const std::string& log_file) {
   if (Status st = StartLogging(log_file, options.log_level); !st.ok()) {
     PrintError(st.message());
     return kExitFailure;
   }
+  // The handshake is not waited for here (the log is the terminal); it
+  // tells only whether a failure was a refusal of the arguments.
+  int pipefd[2] = {-1, -1};
+  if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) == 0) options.ready_fd = pipefd[1];
   Status st = RunMount(options);
   spdlog::shutdown();
+  std::string line;
+  if (pipefd[0] >= 0) {
+    line = ReadHandshake(pipefd[0], /*print_warnings=*/false);
+    close(pipefd[0]);
+  }
   if (!st.ok()) {
-    PrintError(st.message());
-    return kExitFailure;
+    PrintError(IsRefusal(line) ? Why(line) : st.message());
+    return IsRefusal(line) ? kExitUsage : kExitFailure;
   }
   return kExitOk;
 }
@@ -124,19 +161,6 @@ int RunDaemonChild(MountOptions options, const std::string& log_file, int ready_
   return st.ok() ? kExitOk : kExitFailure;
 }
 
-// Reads the handshake line ("" at EOF without one).
-std::string ReadHandshake(int fd) {
-  std::string line;
-  char c;
-  for (;;) {
-    ssize_t n = read(fd, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || c == '\n') break;
-    line += c;
-  }
-  return line;
-}
-
 // Waits for the child, killing it if it lingers; returns its wait status.
 int ReapChild(pid_t pid) {
   int wstatus = 0;
@@ -183,13 +207,13 @@ int RunDaemonized(const MountOptions& options, const std::string& log_file) {
     return RunDaemonChild(options, log_file, pipefd[1]);
   }
   close(pipefd[1]);
-  std::string line = ReadHandshake(pipefd[0]);
+  std::string line = ReadHandshake(pipefd[0], /*print_warnings=*/true);
   close(pipefd[0]);
   if (line == "ok") return kExitOk;
 
   std::string why;
-  if (line.rfind("error: ", 0) == 0) {
-    why = line.substr(7);
+  if (line.rfind("error: ", 0) == 0 || IsRefusal(line)) {
+    why = Why(line);
   } else if (!line.empty()) {
     why = "unexpected reply from the daemon: '" + line + "'";
   }
@@ -203,7 +227,7 @@ int RunDaemonized(const MountOptions& options, const std::string& log_file) {
   }
   ClearStaleMount(options.mountpoint);
   PrintError(why);
-  return kExitFailure;
+  return IsRefusal(line) ? kExitUsage : kExitFailure;
 }
 
 // `stoker mount` once its arguments parsed. Returns the exit code.
@@ -393,6 +417,9 @@ Subcommand AddMountCommand(CLI::App& root) {
                   "1h")
       ->capture_default_str()
       ->type_name("DURATION");
+  app->add_flag("--reset", args->reset,
+                "Empty the cache dir at mount, whatever it holds (how a cache made with another "
+                "--chunk-size is taken over)");
   app->add_option("--log-file", args->log_file,
                   "Log here instead of CACHE_DIR/stoker.log (or stderr with --foreground)")
       ->type_name("FILE");

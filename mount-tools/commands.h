@@ -69,6 +69,7 @@ struct MountArgs {
   std::string log_level = "info";
   std::string log_file;
   bool foreground = false;
+  bool reset = false;               // --reset: empty the cache dir at mount
   bool supervise = true;            // --supervise / --no-supervise (fs/supervisor.h)
   bool default_permissions = true;  // --default-permissions / --no-default-permissions
   std::string metrics;              // --metrics ADDR:PORT (fs/metrics.h)

@@ -215,6 +215,7 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   }
   o.log_level = args.log_level;
   o.cache.direct_io = !args.no_direct_io;
+  o.cache.reset = args.reset;
   o.supervise = args.supervise;
   STOKER_RETURN_IF_ERROR(ToOriginOptions(args, o.cache.revalidate_seconds, &o.origin_options));
   o.origin_options.io_backend = o.cache.io_backend;  // a local origin's reads too

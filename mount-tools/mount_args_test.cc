@@ -187,7 +187,7 @@ TEST(ToMountOptions, RefusesBadArguments) {
       {"cache in the mountpoint", [](MountArgs& a) { a.cache_dir = "/mnt/data/c"; },
        "cache dir '/mnt/data/c' is inside the mountpoint"},
       {"cache is the mountpoint", [](MountArgs& a) { a.cache_dir = "/mnt/data/"; },
-       "cache dir '/mnt/data' is inside the mountpoint"},
+       "cache dir '/mnt/data' is the mountpoint"},
       {"mountpoint in the cache", [](MountArgs& a) { a.mountpoint = "/ssd/cache/m"; },
        "inside the cache dir"},
       {"mountpoint in the origin", [](MountArgs& a) { a.mountpoint = "/nas/data/sub/m"; },

@@ -37,7 +37,7 @@ const std::set<std::string_view> kValued = {"cache",
 
 // `stoker mount` flags, as -o keys.
 const std::set<std::string_view> kFlags = {"no_supervise", "no_default_permissions", "no_direct_io",
-                                           "s3_path_style"};
+                                           "s3_path_style", "reset"};
 
 // FUSE and VFS mount options libfuse takes: passed on as -o.
 const std::set<std::string_view> kPassed = {"allow_other", "allow_root", "default_permissions",

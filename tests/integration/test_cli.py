@@ -113,6 +113,99 @@ def test_overlapping_paths_are_refused_before_anything_is_made(stoker_bin, paths
     assert sorted(p for p in tmp.rglob("*")) == before, "the refused mount created something"
 
 
+def tree_snapshot(root):
+    """Every path under root with its type and bytes: what a refused mount
+    must leave as it was."""
+    return sorted((str(p.relative_to(root)), p.is_dir(), None if p.is_dir() else p.read_bytes())
+                  for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("where", ["origin", "origin/sub/cc", "link/sub/cc"])
+def test_cache_dir_in_the_origin_is_refused_and_nothing_written(stoker_bin, paths, where):
+    """Also through a symlink to the origin (the unit tests cover bind
+    mounts)."""
+    tmp, origin, mnt, _ = paths
+    (origin / "sub").mkdir()
+    (tmp / "link").symlink_to(origin)
+    cache = tmp / where
+    before = tree_snapshot(origin)
+    r = lib.mount_cmd_fails(origin, mnt, cache)
+    assert r.returncode == 2, lib.describe(r)
+    assert_refused(r, mnt, ["is the origin" if where == "origin" else "is inside the origin"])
+    assert tree_snapshot(origin) == before, "the refused mount wrote into the origin"
+    assert os.listdir(mnt) == []
+
+
+def test_mountpoint_holding_a_stoker_mount_names_it(mounts, paths):
+    tmp, origin, mnt, cache = paths
+    m = mounts.make(origin, mnt=mnt, cache=cache)
+    s = m.stats()
+    pid = s.get("supervisor", {}).get("pid", s["pid"])
+    other = tmp / "other-origin"
+    other.mkdir()
+    r = lib.mount_cmd_fails(other, mnt, tmp / "cache2", "--chunk-size", "1M", "--cache-size", "1G")
+    assert r.returncode != 0, lib.describe(r)
+    assert f"is already a stoker mount of '{origin}' (pid {pid})" in r.stderr, lib.describe(r)
+    assert lib.with_deadline(lib.read_file, m.mnt / "f") == b"hello\n"
+    m.unmount()
+
+
+def test_another_chunk_size_is_refused_until_reset(mounts, paths):
+    tmp, origin, mnt, cache = paths
+    m = mounts.make(origin, mnt=mnt, cache=cache)
+    assert lib.with_deadline(lib.read_file, m.mnt / "f") == b"hello\n"
+    m.unmount()
+    before = lib.cache_data_files(cache)
+    assert before, "nothing was cached"
+    r = lib.mount_cmd_fails(origin, mnt, cache, "--chunk-size", "256K", "--cache-size", "1G")
+    assert r.returncode == 2, lib.describe(r)
+    assert_refused(r, mnt, ["--reset"])
+    assert "holds chunks of 1 MiB" in r.stderr, lib.describe(r)
+    assert lib.cache_data_files(cache) == before, "the refused mount changed the cache"
+    m2 = mounts.make(origin, mnt=mnt, cache=cache,
+                     args=["--chunk-size", "256K", "--cache-size", "1G", "--reset"])
+    s = m2.stats()
+    assert s["chunk_size"] == 256 << 10 and s["chunks"] == 0, s
+    assert s["fresh_start"] == "emptied on request (--reset)", s
+    assert lib.with_deadline(lib.read_file, m2.mnt / "f") == b"hello\n"
+    m2.unmount()
+
+
+def test_foreground_refusal_of_another_chunk_size_exits_2(mounts, paths):
+    tmp, origin, mnt, cache = paths
+    m = mounts.make(origin, mnt=mnt, cache=cache)
+    m.unmount()
+    r = lib.mount_cmd_fails(origin, mnt, cache, "--chunk-size", "256K", "--cache-size", "1G",
+                            "--foreground")
+    assert r.returncode == 2, lib.describe(r)
+    assert "--reset" in r.stderr.splitlines()[-1], lib.describe(r)
+    assert not lib.is_mounted(mnt)
+
+
+def test_risky_cache_dir_warns_and_mounts(mounts, paths):
+    """A bound beyond the disk's free space, and a cache dir on tmpfs: a
+    warning each on the terminal and in the log; the mount comes up."""
+    tmp, origin, mnt, _ = paths
+    ram = tmp / "ram"
+    ram.mkdir()
+    if lib.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", ram]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs")
+    m = mounts.new(origin, mnt=mnt, cache=ram / "cache",
+                   args=["--chunk-size", "1M", "--cache-size", "1G"])
+    try:
+        r = m.mount()
+        warnings = [ln for ln in r.stderr.splitlines() if "warning:" in ln]
+        assert len(warnings) == 2, lib.describe(r)
+        assert "--cache-size 1.00 GiB is more than cache dir" in warnings[0], lib.describe(r)
+        assert "is on tmpfs" in warnings[1] and "reboot" in warnings[1], lib.describe(r)
+        log = m.log_path().read_text()
+        assert "is on tmpfs" in log and "is more than cache dir" in log, log[-2000:]
+        m.unmount()
+    finally:
+        m.cleanup()
+        lib.run(["umount", "-l", ram])
+
+
 def test_cache_dir_cannot_be_created(stoker_bin, paths):
     tmp, origin, mnt, _ = paths
     blocker = tmp / "regular-file"
@@ -128,7 +221,11 @@ def test_cache_dir_in_use_by_live_mount(mounts, paths):
     mnt2 = tmp / "mnt2"
     mnt2.mkdir()
     r = lib.mount_cmd_fails(origin, mnt2, cache, "--chunk-size", "1M", "--cache-size", "1G")
-    assert_refused(r, mnt2, ["in use", "locked", "lock", "busy", "already"])
+    assert_refused(r, mnt2, ["in use"])
+    # The holder named: the process that outlives a daemon crash, and where.
+    s = m.stats()
+    pid = s.get("supervisor", {}).get("pid", s["pid"])
+    assert f"in use by stoker pid {pid} (the mount at {mnt})" in r.stderr, lib.describe(r)
     # The first mount is unharmed.
     assert lib.with_deadline(lib.read_file, m.mnt / "f") == b"hello\n"
     assert lib.pid_alive(m.pid)
