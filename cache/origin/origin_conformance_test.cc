@@ -166,7 +166,8 @@ TEST_P(OriginConformanceTest, ReadDirListsEachEntryOnceWithItsType) {
       {"", {{"a.bin", false}, {"empty", false}, {"sub", true}}},
       {"sub", {{"b.txt", false}, {"deep", true}}},
       {"sub/deep", {{"c.bin", false}}}};
-  for (const auto& [dir, entries] : want) {
+  for (const auto& [dir_name, entries] : want) {
+    const std::string& dir = dir_name;  // clang 14 captures no structured binding
     std::map<std::string, bool> got;
     int calls = 0;
     Status s = origin_->ReadDir(dir, [&](const OriginDirEntry& e) {
