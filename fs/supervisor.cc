@@ -302,7 +302,14 @@ std::vector<std::string> OtherThreads() {
   std::vector<std::string> names;
   DIR* d = opendir("/proc/self/task");
   if (d == nullptr) return names;
-  const std::string self = std::to_string(gettid());
+  // The caller's id as this /proc numbers it: under a PID namespace whose
+  // /proc is the host's, gettid() is another number than its entry's name.
+  std::string self = std::to_string(gettid());
+  char link[64];
+  if (const ssize_t n = readlink("/proc/thread-self", link, sizeof(link) - 1); n > 0) {
+    const std::string_view l(link, static_cast<size_t>(n));
+    self = std::string(l.substr(l.rfind('/') + 1));
+  }
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] == '.' || self == e->d_name) continue;
     std::string comm;
