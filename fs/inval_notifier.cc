@@ -27,12 +27,18 @@ void InvalNotifier::InvalidateEntry(uint64_t parent, std::string name) {
   MutexLock lock(mu_);
   if (stopping_) return;
   entries_.emplace_back(parent, std::move(name));
+  entry_parents_[parent]++;
   cv_.notify_all();
 }
 
 size_t InvalNotifier::entries_pending() const {
   MutexLock lock(mu_);
   return entries_.size();
+}
+
+bool InvalNotifier::HasEntryIn(uint64_t parent) const {
+  MutexLock lock(mu_);
+  return entry_parents_.count(parent) != 0;
 }
 
 void InvalNotifier::Stop(const std::function<void()>& unblock) {
@@ -43,6 +49,7 @@ void InvalNotifier::Stop(const std::function<void()>& unblock) {
     queue_.clear();
     queued_.clear();
     entries_.clear();
+    entry_parents_.clear();
     cv_.notify_all();
     if (!cv_.WaitFor(mu_, std::chrono::seconds(2), [this]() REQUIRES(mu_) { return !in_call_; }) &&
         unblock) {
@@ -66,6 +73,7 @@ void InvalNotifier::Run() {
              [this]() REQUIRES(mu_) { return stopping_ || !queue_.empty() || !entries_.empty(); });
     if (stopping_) return;
     int rc = 0;
+    uint64_t entry_parent = 0;  // of the entry sent, if one is
     if (!queue_.empty()) {
       const uint64_t ino = queue_.front();
       queue_.pop_front();
@@ -79,6 +87,7 @@ void InvalNotifier::Run() {
     } else {
       std::pair<uint64_t, std::string> e = std::move(entries_.front());
       entries_.pop_front();
+      entry_parent = e.first;
       in_call_ = true;
       lock.Unlock();
       rc = notify_entry_(e.first, e.second);
@@ -89,6 +98,10 @@ void InvalNotifier::Run() {
     }
     lock.Lock();
     in_call_ = false;
+    if (auto it = entry_parents_.find(entry_parent);
+        it != entry_parents_.end() && --it->second == 0) {
+      entry_parents_.erase(it);
+    }
     sent_++;
     cv_.notify_all();
   }

@@ -19,6 +19,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -44,6 +45,9 @@ class InvalNotifier {
   void InvalidateEntry(uint64_t parent, std::string name);
   // Entries queued and not yet sent.
   size_t entries_pending() const;
+  // Whether an entry of directory node parent is queued or being sent (the
+  // send takes the kernel's lock of that directory).
+  bool HasEntryIn(uint64_t parent) const;
   void Stop(const std::function<void()>& unblock = nullptr);
 
   uint64_t sent() const;
@@ -58,6 +62,8 @@ class InvalNotifier {
   std::deque<uint64_t> queue_ GUARDED_BY(mu_);
   std::deque<std::pair<uint64_t, std::string>> entries_ GUARDED_BY(mu_);
   std::unordered_set<uint64_t> queued_ GUARDED_BY(mu_);
+  // Entries queued or in the call, by parent.
+  std::unordered_map<uint64_t, size_t> entry_parents_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   bool in_call_ GUARDED_BY(mu_) = false;
   uint64_t sent_ GUARDED_BY(mu_) = 0;

@@ -72,6 +72,31 @@ TEST(InvalNotifierTest, DeduplicatesWhatIsStillQueued) {
   EXPECT_EQ(calls, (std::vector<uint64_t>{1, 5}));
 }
 
+TEST(InvalNotifierTest, SaysWhichDirectoriesItHasEntriesOf) {
+  Gate gate;
+  std::promise<void> entered;
+  InvalNotifier n([](uint64_t) { return 0; },
+                  [&](uint64_t parent, const std::string&) {
+                    if (parent == 5) {
+                      entered.set_value();
+                      gate.Wait();
+                    }
+                    return 0;
+                  });
+  EXPECT_FALSE(n.HasEntryIn(5));
+  n.InvalidateEntry(5, "a");
+  n.InvalidateEntry(6, "b");
+  entered.get_future().wait();
+  EXPECT_TRUE(n.HasEntryIn(5)) << "being sent";
+  EXPECT_TRUE(n.HasEntryIn(6)) << "queued";
+  EXPECT_FALSE(n.HasEntryIn(7));
+  gate.Open();
+  while (n.sent() < 2) std::this_thread::yield();
+  EXPECT_FALSE(n.HasEntryIn(5));
+  EXPECT_FALSE(n.HasEntryIn(6));
+  n.Stop();
+}
+
 TEST(InvalNotifierTest, StopUnblocksAStuckNotification) {
   Gate gate;
   std::promise<void> entered;
