@@ -367,7 +367,7 @@ Result<uint64_t> BoundedNodeOf(FsContext& fs, uint64_t parent, std::string_view 
     MaybeShedNodes(fs);
     const bool may_wait = fs.lookups_waiting.fetch_add(1) < FsContext::kMaxWaiting;
     const bool room = may_wait && fs.inodes.WaitForRoom(cap, parent, deadline, [&] {
-      return fs.notifier->HasEntryIn(parent);
+      return fs.notifier->SendingEntryIn(parent);
     });
     fs.lookups_waiting--;
     if (room) continue;

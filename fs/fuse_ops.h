@@ -130,12 +130,14 @@ struct FsContext {
   // - a LOOKUP whose directory the shedding is waiting to lock (see
   //   WaitForRoom), or that finds kMaxWaiting lookups waiting already
   //   (each takes a FUSE worker; forgets need one), cannot wait: it may
-  //   take one of kNodeSlack nodes past the bound, and waits only past
-  //   those.
+  //   take one of kNodeSlack nodes past the bound; past those too, it goes
+  //   on, counted in nodes_over_bound.
   // So nodes stay within max_nodes + kNodeSlack, unless the kernel keeps
-  // what it was asked to drop (open files) longer than kLookupWait: a
-  // lookup that waited that long goes on past the bound, counted in
-  // nodes_over_bound.
+  // what it was asked to drop (open files) longer than kLookupWait, or
+  // the oldest nodes share the directory several readers look files up in
+  // (a directory of more than about max_nodes / 8 files read at once):
+  // each entry dropped there then waits for the lookups in flight in it,
+  // which cannot wait for that drop.
   size_t max_nodes = 0;
   static constexpr size_t kNodeSlack = 64;
   static constexpr size_t kMaxWaiting = 16;

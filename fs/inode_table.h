@@ -117,7 +117,7 @@ class InodeTable {
   // that lookup waits, and dropping an entry of parent would wait for the
   // same lock, so meanwhile Overflow names none of parent's entries, and
   // give_up (polled every few milliseconds, without the table's lock)
-  // should say whether an entry of parent was named before.
+  // should say whether one named before is being dropped now.
   bool WaitForRoom(size_t cap, uint64_t parent, std::chrono::steady_clock::time_point deadline,
                    const std::function<bool()>& give_up);
 

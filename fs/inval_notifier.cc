@@ -27,7 +27,6 @@ void InvalNotifier::InvalidateEntry(uint64_t parent, std::string name) {
   MutexLock lock(mu_);
   if (stopping_) return;
   entries_.emplace_back(parent, std::move(name));
-  entry_parents_[parent]++;
   cv_.notify_all();
 }
 
@@ -36,9 +35,9 @@ size_t InvalNotifier::entries_pending() const {
   return entries_.size();
 }
 
-bool InvalNotifier::HasEntryIn(uint64_t parent) const {
+bool InvalNotifier::SendingEntryIn(uint64_t parent) const {
   MutexLock lock(mu_);
-  return entry_parents_.count(parent) != 0;
+  return in_call_ && sending_parent_ == parent;
 }
 
 void InvalNotifier::Stop(const std::function<void()>& unblock) {
@@ -49,7 +48,6 @@ void InvalNotifier::Stop(const std::function<void()>& unblock) {
     queue_.clear();
     queued_.clear();
     entries_.clear();
-    entry_parents_.clear();
     cv_.notify_all();
     if (!cv_.WaitFor(mu_, std::chrono::seconds(2), [this]() REQUIRES(mu_) { return !in_call_; }) &&
         unblock) {
@@ -73,7 +71,6 @@ void InvalNotifier::Run() {
              [this]() REQUIRES(mu_) { return stopping_ || !queue_.empty() || !entries_.empty(); });
     if (stopping_) return;
     int rc = 0;
-    uint64_t entry_parent = 0;  // of the entry sent, if one is
     if (!queue_.empty()) {
       const uint64_t ino = queue_.front();
       queue_.pop_front();
@@ -87,7 +84,7 @@ void InvalNotifier::Run() {
     } else {
       std::pair<uint64_t, std::string> e = std::move(entries_.front());
       entries_.pop_front();
-      entry_parent = e.first;
+      sending_parent_ = e.first;
       in_call_ = true;
       lock.Unlock();
       rc = notify_entry_(e.first, e.second);
@@ -98,10 +95,7 @@ void InvalNotifier::Run() {
     }
     lock.Lock();
     in_call_ = false;
-    if (auto it = entry_parents_.find(entry_parent);
-        it != entry_parents_.end() && --it->second == 0) {
-      entry_parents_.erase(it);
-    }
+    sending_parent_ = 0;
     sent_++;
     cv_.notify_all();
   }

@@ -72,7 +72,7 @@ TEST(InvalNotifierTest, DeduplicatesWhatIsStillQueued) {
   EXPECT_EQ(calls, (std::vector<uint64_t>{1, 5}));
 }
 
-TEST(InvalNotifierTest, SaysWhichDirectoriesItHasEntriesOf) {
+TEST(InvalNotifierTest, SaysWhichDirectoryItIsSendingAnEntryOf) {
   Gate gate;
   std::promise<void> entered;
   InvalNotifier n([](uint64_t) { return 0; },
@@ -83,17 +83,15 @@ TEST(InvalNotifierTest, SaysWhichDirectoriesItHasEntriesOf) {
                     }
                     return 0;
                   });
-  EXPECT_FALSE(n.HasEntryIn(5));
+  EXPECT_FALSE(n.SendingEntryIn(5));
   n.InvalidateEntry(5, "a");
   n.InvalidateEntry(6, "b");
   entered.get_future().wait();
-  EXPECT_TRUE(n.HasEntryIn(5)) << "being sent";
-  EXPECT_TRUE(n.HasEntryIn(6)) << "queued";
-  EXPECT_FALSE(n.HasEntryIn(7));
+  EXPECT_TRUE(n.SendingEntryIn(5));
+  EXPECT_FALSE(n.SendingEntryIn(6)) << "only queued";
   gate.Open();
   while (n.sent() < 2) std::this_thread::yield();
-  EXPECT_FALSE(n.HasEntryIn(5));
-  EXPECT_FALSE(n.HasEntryIn(6));
+  EXPECT_FALSE(n.SendingEntryIn(5));
   n.Stop();
 }
 
