@@ -81,8 +81,8 @@ bool KeepListing(FsContext& fs, fuse_ino_t ino) {
 
 // What readdirplus says of h's entry i. "." and ".." go without a node id:
 // the kernel skips them. Any other origin entry whose attributes are complete
-// takes a lookup on its node (NodeOf), which is the caller's to give back if
-// the kernel does not get the entry.
+// takes a lookup on its node (NodeOf), within the bound on nodes, which is
+// the caller's to give back if the kernel does not get the entry.
 Result<fuse_entry_param> PlusEntryLocked(FsContext& fs, DirHandle* h, size_t i) REQUIRES(h->mu) {
   const OriginDirEntry& e = h->entries[i];
   fuse_entry_param ep{};
@@ -92,13 +92,21 @@ Result<fuse_entry_param> PlusEntryLocked(FsContext& fs, DirHandle* h, size_t i) 
   if (h->is_virtual) {
     ep.ino = *fs.control->Lookup(h->dir_id, e.name);
     ep.attr_timeout = AttrTimeoutOf(fs, ep.ino);
-  } else if (!e.attrs_complete) {
-    // No node id: the kernel keeps only the name and looks the
-    // entry up (which computes its size) when it is stat'ed.
-    ep.attr_timeout = ep.entry_timeout = 0;
-  } else {
-    STOKER_ASSIGN_OR_RETURN(ep.ino, NodeOf(fs, h->dir_id, e.name, e.st));
+    return ep;
   }
+  if (e.attrs_complete) {
+    // Past the bound on nodes, none (below): a listing never waits for forgets.
+    const size_t cap = fs.max_nodes != 0 ? fs.max_nodes : InodeTable::kNoCap;
+    Result<uint64_t> id = NodeOf(fs, h->dir_id, e.name, e.st, cap);
+    if (id.ok()) {
+      ep.ino = *id;
+      return ep;
+    }
+    if (id.status().code() != ENFILE) return id.status();
+  }
+  // No node id: the kernel keeps only the name and looks the entry up
+  // (which computes a view file's size) when it is stat'ed.
+  ep.attr_timeout = ep.entry_timeout = 0;
   return ep;
 }
 
@@ -124,7 +132,7 @@ size_t FillListingLocked(fuse_req_t req, FsContext& fs, DirHandle* h, size_t off
         if (used == 0) reply.Err(ErrnoFor(ep.status()));
         break;
       }
-      const bool looked_up = !h->is_virtual && i >= 2 && e.attrs_complete;
+      const bool looked_up = !h->is_virtual && ep->ino != 0;
       if (looked_up) counted.push_back(ep->ino);
       need = fuse_add_direntry_plus(req, at, room, e.name.c_str(), &*ep, next);
       if (need > room) {

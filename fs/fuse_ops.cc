@@ -16,7 +16,6 @@
 #include "fs/fuse_ops_internal.h"
 #include "fs/fuse_reply.h"
 #include "fs/posix_rules.h"
-#include "util/clock.h"
 #include "util/log.h"
 
 namespace stoker::fuse_ops {
@@ -119,7 +118,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       }
       return;
     }
-    Result<uint64_t> id = NodeOf(fs, parent, n, *st);
+    Result<uint64_t> id = BoundedNodeOf(fs, parent, n, *st);
     if (!id.ok()) {
       reply.Err(ErrnoFor(id.status()));
       return;
@@ -346,25 +345,53 @@ fuse_lowlevel_ops MakeOps() {
 }  // namespace
 
 Result<uint64_t> NodeOf(FsContext& fs, uint64_t parent, std::string_view name,
-                        const struct stat& st) {
-  Result<uint64_t> id = fs.inodes.Lookup(parent, name, st);
+                        const struct stat& st, size_t cap) {
+  Result<uint64_t> id = fs.inodes.Lookup(parent, name, st, cap);
   if (!id.ok() || !fs.kernel_opens || !S_ISREG(st.st_mode)) return id;
   std::shared_ptr<FileHandle> h = fs.node_files.Find(*id);
   if (h == nullptr || SameVersion(h->version_st, st)) return id;
   // Its open files keep reading the version they began with.
   Retire(fs, *id);
   fs.inodes.Forget(*id, 1);
-  return fs.inodes.Lookup(parent, name, st);
+  return fs.inodes.Lookup(parent, name, st, cap);
+}
+
+Result<uint64_t> BoundedNodeOf(FsContext& fs, uint64_t parent, std::string_view name,
+                               const struct stat& st) {
+  if (fs.max_nodes == 0 || fs.notifier == nullptr) return NodeOf(fs, parent, name, st);
+  const auto deadline = std::chrono::steady_clock::now() + FsContext::kLookupWait;
+  size_t cap = fs.max_nodes;
+  for (;;) {
+    Result<uint64_t> id = NodeOf(fs, parent, name, st, cap);
+    if (id.ok() || id.status().code() != ENFILE) return id;
+    MaybeShedNodes(fs);
+    const bool may_wait = fs.lookups_waiting.fetch_add(1) < FsContext::kMaxWaiting;
+    const bool room = may_wait && fs.inodes.WaitForRoom(cap, parent, deadline, [&] {
+      return fs.notifier->SendingEntryIn(parent);
+    });
+    fs.lookups_waiting--;
+    if (room) continue;
+    if (cap == fs.max_nodes && std::chrono::steady_clock::now() < deadline) {
+      cap = fs.max_nodes + FsContext::kNodeSlack;  // cannot wait for the forgets: see FsContext
+      continue;
+    }
+    if (fs.nodes_over_bound++ == 0) {
+      LOG_WARN(
+          "the kernel keeps more than --max-nodes {} nodes and does not forget them (files held "
+          "open?); lookups go on past the bound",
+          fs.max_nodes);
+    }
+    return NodeOf(fs, parent, name, st);
+  }
 }
 
 void MaybeShedNodes(FsContext& fs) {
-  if (fs.max_nodes == 0 || fs.notifier == nullptr || fs.inodes.size() <= fs.max_nodes) return;
-  const int64_t now = MonotonicNs();
-  int64_t last = fs.last_shed_ns.load(std::memory_order_relaxed);
-  if (now - last < 50'000'000 || !fs.last_shed_ns.compare_exchange_strong(last, now)) return;
-  if (fs.notifier->entries_pending() > 0) return;  // the last ones are still on their way
-  constexpr size_t kBatch = 4096;
-  std::vector<InodeTable::Entry> shed = fs.inodes.Overflow(fs.max_nodes, kBatch);
+  if (fs.max_nodes == 0 || fs.notifier == nullptr) return;
+  // Queued a batch at a time: a node looked up again meanwhile should not
+  // have been named.
+  constexpr size_t kBatch = 1024;
+  if (fs.notifier->entries_pending() >= kBatch) return;
+  std::vector<InodeTable::Entry> shed = fs.inodes.Overflow(fs.shed_mark(), kBatch);
   for (InodeTable::Entry& e : shed) fs.notifier->InvalidateEntry(e.parent, std::move(e.name));
   fs.nodes_shed += shed.size();
 }

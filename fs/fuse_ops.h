@@ -119,12 +119,33 @@ struct FsContext {
   std::unordered_map<uint64_t, Listing> listings GUARDED_BY(listings_mu);
   LatencyHistogram read_latency;           // READs, from the request to the reply
   std::atomic<uint64_t> listings_kept{0};  // opendirs that let the kernel keep one
-  // At most this many nodes held by the kernel (0: no bound); past it the
-  // oldest are shed (InodeTable::Overflow, fuse_ops.cc). Set before the
-  // session loop starts.
+  // The bound on the nodes the kernel holds (0: none). Set before the
+  // session loop starts. The kernel forgets a node only after it was asked
+  // to drop its entry, and lookups go on meanwhile; so:
+  // - past shed_mark() nodes (7/8 of the bound), the oldest entries are
+  //   shed (InodeTable::Overflow, MaybeShedNodes), ahead of the bound;
+  // - a LOOKUP that would make a node past max_nodes waits for forgets
+  //   (InodeTable::WaitForRoom), up to kLookupWait; a readdirplus entry
+  //   goes without a node instead (the kernel looks it up when it is used);
+  // - a LOOKUP whose directory the shedding is waiting to lock (see
+  //   WaitForRoom), or that finds kMaxWaiting lookups waiting already
+  //   (each takes a FUSE worker; forgets need one), cannot wait: it may
+  //   take one of kNodeSlack nodes past the bound; past those too, it goes
+  //   on, counted in nodes_over_bound.
+  // So nodes stay within max_nodes + kNodeSlack, unless the kernel keeps
+  // what it was asked to drop (open files) longer than kLookupWait, or
+  // the oldest nodes share the directory several readers look files up in
+  // (a directory of more than about max_nodes / 8 files read at once):
+  // each entry dropped there then waits for the lookups in flight in it,
+  // which cannot wait for that drop.
   size_t max_nodes = 0;
-  std::atomic<int64_t> last_shed_ns{0};
+  static constexpr size_t kNodeSlack = 64;
+  static constexpr size_t kMaxWaiting = 16;
+  static constexpr std::chrono::milliseconds kLookupWait{1000};
+  size_t shed_mark() const { return max_nodes - max_nodes / 8; }
   std::atomic<uint64_t> nodes_shed{0};
+  std::atomic<uint64_t> nodes_over_bound{0};
+  std::atomic<size_t> lookups_waiting{0};
   // OPEN requests received (with kernel_opens: the one answered ENOSYS).
   std::atomic<uint64_t> fuse_opens{0};
   // Nodes given up because the origin's file changed under them while the

@@ -86,14 +86,20 @@ inline bool SameVersion(const struct stat& a, const struct stat& b) {
          a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
 }
 
-// InodeTable::Lookup, and with --opens kernel (fs/node_files.h) also the
-// check an open would make: a node read from another version of the file
-// than st describes is retired, and a new node is returned.
+// InodeTable::Lookup (ENFILE past cap), and with --opens kernel
+// (fs/node_files.h) also the check an open would make: a node read from
+// another version of the file than st describes is retired, and a new node
+// is returned.
 Result<uint64_t> NodeOf(FsContext& fs, uint64_t parent, std::string_view name,
-                        const struct stat& st);
+                        const struct stat& st, size_t cap = InodeTable::kNoCap);
 
-// After a reply that gave the kernel nodes: past FsContext::max_nodes, asks
-// the kernel to drop the oldest entries (at most every 50 ms).
+// NodeOf for a LOOKUP, within the bound on nodes (FsContext::max_nodes):
+// past it, waits for the kernel's forgets as FsContext says.
+Result<uint64_t> BoundedNodeOf(FsContext& fs, uint64_t parent, std::string_view name,
+                               const struct stat& st);
+
+// After a reply that gave the kernel nodes: past FsContext::shed_mark(),
+// asks the kernel to drop the oldest entries.
 void MaybeShedNodes(FsContext& fs);
 
 // The attribute timeout of node id: 0 for a control file with --opens

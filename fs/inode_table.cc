@@ -51,7 +51,8 @@ InodeTable::InodeTable(uint64_t first_dynamic_id)
   nodes_.emplace(kRootId, std::move(root));
 }
 
-Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, const struct stat& st) {
+Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, const struct stat& st,
+                                    size_t cap) {
   const Key key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
                 static_cast<uint32_t>(st.st_mode & S_IFMT)};
   MutexLock lock(mu_);
@@ -94,6 +95,7 @@ Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, cons
     QueueLocked(id, node);
     return id;
   }
+  if (nodes_.size() >= cap) return Status::Error(ENFILE, "the node table is full");
   const uint64_t id = next_id_++;
   Node node{parent, std::string(name), key, true};
   node.nlookup = 1;
@@ -103,6 +105,7 @@ Result<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name, cons
   pit = nodes_.find(parent);  // emplace may rehash
   pit->second.children++;
   by_origin_[key] = id;
+  peak_ = std::max(peak_, nodes_.size());
   return id;
 }
 
@@ -135,19 +138,53 @@ void InodeTable::QueueLocked(uint64_t id, Node& node) {
 std::vector<InodeTable::Entry> InodeTable::Overflow(size_t max_held, size_t count) {
   std::vector<Entry> out;
   MutexLock lock(mu_);
+  std::vector<uint64_t> later;  // under a directory a lookup waits in
   while (nodes_.size() > max_held + named_ && out.size() < count && !shed_order_.empty()) {
     const uint64_t id = shed_order_.front();
     shed_order_.pop_front();
     auto it = nodes_.find(id);
     if (it == nodes_.end() || !it->second.queued) continue;  // gone (or restored: never queued)
     Node& node = it->second;
+    if (waiting_in_.count(node.parent) != 0) {
+      later.push_back(id);
+      continue;
+    }
     node.queued = false;
     if (node.nlookup == 0) continue;
     node.named = true;
     named_++;
     out.push_back(Entry{node.parent, node.name});
   }
+  shed_order_.insert(shed_order_.begin(), later.begin(), later.end());
   return out;
+}
+
+bool InodeTable::WaitForRoom(size_t cap, uint64_t parent,
+                             std::chrono::steady_clock::time_point deadline,
+                             const std::function<bool()>& give_up) {
+  // Short waits, so that give_up is asked without a wake-up of its own.
+  constexpr auto kPoll = std::chrono::milliseconds(5);
+  MutexLock lock(mu_);
+  waiting_in_[parent]++;
+  bool room = false;
+  for (;;) {
+    if (nodes_.size() < cap) {
+      room = true;
+      break;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    lock.Unlock();
+    const bool stop = give_up();
+    lock.Lock();
+    if (stop) break;
+    if (nodes_.size() >= cap) {
+      room_.WaitFor(mu_, std::min<std::chrono::steady_clock::duration>(kPoll, deadline - now));
+    }
+  }
+  auto it = waiting_in_.find(parent);
+  if (--it->second == 0) waiting_in_.erase(it);
+  return room;
 }
 
 Result<bool> InodeTable::Retire(uint64_t id) {
@@ -195,6 +232,7 @@ void InodeTable::MaybeRemoveLocked(uint64_t id) {
     const uint64_t parent = node.parent;
     if (node.named) named_--;
     nodes_.erase(it);
+    if (!waiting_in_.empty()) room_.notify_all();
     JournalIdLocked(kRecRemove, id);
     Node& p = nodes_.at(parent);
     STOKER_CHECK(p.children > 0, "child count underflow");
@@ -416,12 +454,18 @@ void InodeTable::Restore(const Saved& saved) {
     }
   }
   next_id_ = std::max(next_id_, saved.max_id_ + 1) + kRestoredIdGap;
+  peak_ = std::max(peak_, nodes_.size());
   LOG_INFO("restored {} node ids of the previous daemon", nodes_.size() - 1);
 }
 
 size_t InodeTable::size() const {
   MutexLock lock(mu_);
   return nodes_.size();
+}
+
+size_t InodeTable::peak() const {
+  MutexLock lock(mu_);
+  return peak_;
 }
 
 uint64_t InodeTable::LookupCount(uint64_t id) const {

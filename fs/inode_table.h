@@ -52,6 +52,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -75,9 +76,13 @@ class InodeTable {
   InodeTable& operator=(const InodeTable&) = delete;
 
   // The node for the entry `name` of directory `parent`, whose origin
-  // attributes are st, with one more lookup. ESTALE if parent is unknown.
+  // attributes are st, with one more lookup. ESTALE if parent is unknown;
+  // ENFILE if it would make a new node while `cap` or more nodes live (a
+  // node that lives already is always found).
   // REQUIRES: IsValidComponent(name).
-  Result<uint64_t> Lookup(uint64_t parent, std::string_view name, const struct stat& st);
+  static constexpr size_t kNoCap = SIZE_MAX;
+  Result<uint64_t> Lookup(uint64_t parent, std::string_view name, const struct stat& st,
+                          size_t cap = kNoCap);
 
   // Takes back nlookup lookups of id. Unknown ids (never handed out, or
   // virtual) abort, as does going below zero. Forgetting the root is a no-op.
@@ -97,11 +102,24 @@ class InodeTable {
   // forgets them unless they are open. Each node is named once per lookup
   // that gave it to the kernel; one looked up again meanwhile costs the
   // kernel a lookup more, never a wrong answer.
+  // Entries under a directory some WaitForRoom waits in are left for later
+  // (see there).
   struct Entry {
     uint64_t parent;
     std::string name;
   };
   std::vector<Entry> Overflow(size_t max_held, size_t count);
+
+  // Back-pressure for a lookup that Lookup refused for want of room (the
+  // kernel forgets asynchronously, later than the lookups that follow):
+  // waits until fewer than cap nodes live (true), or until deadline or
+  // give_up() (false). The kernel holds `parent`'s directory lock while
+  // that lookup waits, and dropping an entry of parent would wait for the
+  // same lock, so meanwhile Overflow names none of parent's entries, and
+  // give_up (polled every few milliseconds, without the table's lock)
+  // should say whether one named before is being dropped now.
+  bool WaitForRoom(size_t cap, uint64_t parent, std::chrono::steady_clock::time_point deadline,
+                   const std::function<bool()>& give_up);
 
   // Unkeys id as BindVersion does when it finds another version: the next
   // lookup of its name gets a new node. False if it was retired already;
@@ -172,6 +190,8 @@ class InodeTable {
 
   // Live nodes, the root included.
   size_t size() const;
+  // The most nodes that ever lived at once.
+  size_t peak() const;
   // Current lookup count of id; 0 if id is not live. For tests and stats.
   uint64_t LookupCount(uint64_t id) const;
 
@@ -220,7 +240,12 @@ class InodeTable {
   std::unordered_map<Key, uint64_t, KeyHash> by_origin_ GUARDED_BY(mu_);
   std::deque<uint64_t> shed_order_ GUARDED_BY(mu_);  // non-directories, oldest lookup first
   size_t named_ GUARDED_BY(mu_) = 0;                 // live nodes with `named`
-  Journal journal_;                                  // set before use
+  size_t peak_ GUARDED_BY(mu_) = 1;                  // the root
+  // WaitForRoom: the directories lookups wait in (a count per directory),
+  // and the wake-up when a node goes.
+  std::unordered_map<uint64_t, size_t> waiting_in_ GUARDED_BY(mu_);
+  CondVar room_;
+  Journal journal_;  // set before use
   bool restored_ GUARDED_BY(mu_) = false;
 };
 

@@ -35,6 +35,11 @@ size_t InvalNotifier::entries_pending() const {
   return entries_.size();
 }
 
+bool InvalNotifier::SendingEntryIn(uint64_t parent) const {
+  MutexLock lock(mu_);
+  return in_call_ && sending_parent_ == parent;
+}
+
 void InvalNotifier::Stop(const std::function<void()>& unblock) {
   {
     MutexLock lock(mu_);
@@ -79,6 +84,7 @@ void InvalNotifier::Run() {
     } else {
       std::pair<uint64_t, std::string> e = std::move(entries_.front());
       entries_.pop_front();
+      sending_parent_ = e.first;
       in_call_ = true;
       lock.Unlock();
       rc = notify_entry_(e.first, e.second);
@@ -89,6 +95,7 @@ void InvalNotifier::Run() {
     }
     lock.Lock();
     in_call_ = false;
+    sending_parent_ = 0;
     sent_++;
     cv_.notify_all();
   }

@@ -44,6 +44,9 @@ class InvalNotifier {
   void InvalidateEntry(uint64_t parent, std::string name);
   // Entries queued and not yet sent.
   size_t entries_pending() const;
+  // Whether an entry of directory node parent is being sent now (the kernel
+  // takes that directory's lock for it, and waits for it if need be).
+  bool SendingEntryIn(uint64_t parent) const;
   void Stop(const std::function<void()>& unblock = nullptr);
 
   uint64_t sent() const;
@@ -60,6 +63,7 @@ class InvalNotifier {
   std::unordered_set<uint64_t> queued_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   bool in_call_ GUARDED_BY(mu_) = false;
+  uint64_t sending_parent_ GUARDED_BY(mu_) = 0;  // the entry's, while in_call_
   uint64_t sent_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };

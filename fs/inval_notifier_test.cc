@@ -72,6 +72,29 @@ TEST(InvalNotifierTest, DeduplicatesWhatIsStillQueued) {
   EXPECT_EQ(calls, (std::vector<uint64_t>{1, 5}));
 }
 
+TEST(InvalNotifierTest, SaysWhichDirectoryItIsSendingAnEntryOf) {
+  Gate gate;
+  std::promise<void> entered;
+  InvalNotifier n([](uint64_t) { return 0; },
+                  [&](uint64_t parent, const std::string&) {
+                    if (parent == 5) {
+                      entered.set_value();
+                      gate.Wait();
+                    }
+                    return 0;
+                  });
+  EXPECT_FALSE(n.SendingEntryIn(5));
+  n.InvalidateEntry(5, "a");
+  n.InvalidateEntry(6, "b");
+  entered.get_future().wait();
+  EXPECT_TRUE(n.SendingEntryIn(5));
+  EXPECT_FALSE(n.SendingEntryIn(6)) << "only queued";
+  gate.Open();
+  while (n.sent() < 2) std::this_thread::yield();
+  EXPECT_FALSE(n.SendingEntryIn(5));
+  n.Stop();
+}
+
 TEST(InvalNotifierTest, StopUnblocksAStuckNotification) {
   Gate gate;
   std::promise<void> entered;

@@ -123,6 +123,8 @@ struct DaemonStats {
       j["open_files"] = fs->files.size();
       j["open_dirs"] = fs->dirs.size();
       j["inodes"] = fs->inodes.size();
+      j["nodes_peak"] = fs->inodes.peak();
+      j["nodes_over_bound"] = fs->nodes_over_bound.load();
       j["read_latency_seconds"] = fs->read_latency.Json();
     }
     return j;
