@@ -359,8 +359,12 @@ class ViewFile final : public OriginFile {
     std::vector<DecodePool::Job> jobs;
     for (size_t k = 0; k < rr.need.size(); ++k) {
       const ViewRecord* r = &l.records[rr.need[k]];
-      char* to = buf + (r->out_offset - rr.off);
-      if (!rr.direct[rr.need[k] - rr.first]) {
+      // A record the read covers only in part (not direct) may begin before
+      // buf: it is made in a buffer of its own.
+      char* to = nullptr;
+      if (rr.direct[rr.need[k] - rr.first]) {
+        to = buf + (r->out_offset - rr.off);
+      } else {
         outs[k] = p_.pool->buffers().Take(r->out_size);  // reused, not zeroed
         to = outs[k]->data();
       }
