@@ -5,8 +5,9 @@
 // the byte offsets are those of the structs there. Nothing else may define
 // them.
 //
-// How stoker uses them: fs/passthrough.h (backing files, per-node modes) and
-// fs/fuse_io.h (the INIT reply, patched on its way to the kernel).
+// How stoker uses them: fs/passthrough.h (backing files, per-node modes),
+// fs/fuse_io.h (the INIT reply, patched on its way to the kernel) and
+// fs/inval_notifier.h (dropping nodes by id, protocol 7.45, Linux 6.18).
 #pragma once
 
 #include <linux/ioctl.h>
@@ -71,5 +72,20 @@ static_assert(sizeof(BackingMap) == 16);
 inline constexpr unsigned kDevIocMagic = 229;
 inline constexpr unsigned long kDevIocBackingOpen = _IOW(kDevIocMagic, 1, BackingMap);
 inline constexpr unsigned long kDevIocBackingClose = _IOW(kDevIocMagic, 2, uint32_t);
+
+// fuse.h, protocol 7.45 (Linux 6.18): `FUSE_NOTIFY_PRUNE = 9` in enum
+// fuse_notify_code, and struct fuse_notify_prune_out { uint32_t count;
+// uint32_t padding; uint64_t spare; }, followed by count uint64_t node ids:
+// the kernel drops the unused dentries of each node (d_prune_aliases) and so
+// forgets the nodes not in use, taking no directory's lock. A notification
+// is a fuse_out_header with unique 0 and the code in its error field; a
+// kernel that does not know the code answers the write with EINVAL.
+inline constexpr int32_t kNotifyPrune = 9;
+struct NotifyPruneOut {
+  uint32_t count;
+  uint32_t padding;
+  uint64_t spare;
+};
+static_assert(sizeof(NotifyPruneOut) == 16);
 
 }  // namespace stoker::fuse_ext

@@ -391,8 +391,16 @@ void MaybeShedNodes(FsContext& fs) {
   // have been named.
   constexpr size_t kBatch = 1024;
   if (fs.notifier->entries_pending() >= kBatch) return;
-  std::vector<InodeTable::Entry> shed = fs.inodes.Overflow(fs.shed_mark(), kBatch);
-  for (InodeTable::Entry& e : shed) fs.notifier->InvalidateEntry(e.parent, std::move(e.name));
+  const InodeTable::Drop how =
+      fs.notifier->can_prune() ? InodeTable::Drop::kById : InodeTable::Drop::kByName;
+  std::vector<InodeTable::Entry> shed = fs.inodes.Overflow(fs.shed_mark(), kBatch, how);
+  for (InodeTable::Entry& e : shed) {
+    if (e.how == InodeTable::Drop::kById) {
+      fs.notifier->Prune(e.id, e.parent, std::move(e.name));
+    } else {
+      fs.notifier->InvalidateEntry(e.parent, std::move(e.name));
+    }
+  }
   fs.nodes_shed += shed.size();
 }
 

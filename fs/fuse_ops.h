@@ -121,23 +121,28 @@ struct FsContext {
   std::atomic<uint64_t> listings_kept{0};  // opendirs that let the kernel keep one
   // The bound on the nodes the kernel holds (0: none). Set before the
   // session loop starts. The kernel forgets a node only after it was asked
-  // to drop its entry, and lookups go on meanwhile; so:
-  // - past shed_mark() nodes (7/8 of the bound), the oldest entries are
-  //   shed (InodeTable::Overflow, MaybeShedNodes), ahead of the bound;
+  // to drop it, and lookups go on meanwhile; so:
+  // - past shed_mark() nodes (7/8 of the bound), the oldest are shed
+  //   (InodeTable::Overflow, MaybeShedNodes), ahead of the bound: by node
+  //   id (FUSE_NOTIFY_PRUNE, Linux 6.18) where the kernel can, else by
+  //   name (FUSE_NOTIFY_INVAL_ENTRY); one the kernel kept when asked by id
+  //   (open) is asked for again by name a while later;
   // - a LOOKUP that would make a node past max_nodes waits for forgets
   //   (InodeTable::WaitForRoom), up to kLookupWait; a readdirplus entry
   //   goes without a node instead (the kernel looks it up when it is used);
-  // - a LOOKUP whose directory the shedding is waiting to lock (see
+  // - a waiting LOOKUP holds its directory's lock in the kernel, which
+  //   dropping an entry of that directory by name needs (by id needs none):
+  //   a LOOKUP whose directory such a drop is waiting to lock (see
   //   WaitForRoom), or that finds kMaxWaiting lookups waiting already
   //   (each takes a FUSE worker; forgets need one), cannot wait: it may
   //   take one of kNodeSlack nodes past the bound; past those too, it goes
   //   on, counted in nodes_over_bound.
   // So nodes stay within max_nodes + kNodeSlack, unless the kernel keeps
-  // what it was asked to drop (open files) longer than kLookupWait, or
-  // the oldest nodes share the directory several readers look files up in
-  // (a directory of more than about max_nodes / 8 files read at once):
-  // each entry dropped there then waits for the lookups in flight in it,
-  // which cannot wait for that drop.
+  // what it was asked to drop (open files) longer than kLookupWait, or,
+  // dropping by name only, the oldest nodes share the directory several
+  // readers look files up in (a directory of more than about
+  // max_nodes / 8 files read at once): each entry dropped there then waits
+  // for the lookups in flight in it, which cannot wait for that drop.
   size_t max_nodes = 0;
   static constexpr size_t kNodeSlack = 64;
   static constexpr size_t kMaxWaiting = 16;

@@ -128,6 +128,7 @@ Result<bool> InodeTable::BindVersion(uint64_t id, uint64_t tag) {
 void InodeTable::QueueLocked(uint64_t id, Node& node) {
   if (node.named) {  // the kernel looked it up again: it holds it anew
     node.named = false;
+    node.named_by_id = false;
     named_--;
   }
   if (node.queued || node.key.type == S_IFDIR) return;
@@ -135,17 +136,35 @@ void InodeTable::QueueLocked(uint64_t id, Node& node) {
   shed_order_.push_back(id);
 }
 
-std::vector<InodeTable::Entry> InodeTable::Overflow(size_t max_held, size_t count) {
+std::vector<InodeTable::Entry> InodeTable::Overflow(size_t max_held, size_t count, Drop how,
+                                                    std::chrono::steady_clock::time_point now) {
   std::vector<Entry> out;
   MutexLock lock(mu_);
   std::vector<uint64_t> later;  // under a directory a lookup waits in
+  // First the nodes the kernel kept after it was asked to drop them by id.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, uint64_t>> renamed_later;
+  while (nodes_.size() > max_held && out.size() < count && !named_by_id_.empty() &&
+         named_by_id_.front().first + kRenameAfter <= now) {
+    const auto [at, id] = named_by_id_.front();
+    named_by_id_.pop_front();
+    auto it = nodes_.find(id);
+    if (it == nodes_.end() || !it->second.named_by_id || it->second.named_at != at) continue;
+    Node& node = it->second;
+    if (waiting_in_.count(node.parent) != 0) {
+      renamed_later.emplace_back(at, id);
+      continue;
+    }
+    node.named_by_id = false;
+    out.push_back(Entry{node.parent, node.name, id, Drop::kByName});
+  }
+  named_by_id_.insert(named_by_id_.begin(), renamed_later.begin(), renamed_later.end());
   while (nodes_.size() > max_held + named_ && out.size() < count && !shed_order_.empty()) {
     const uint64_t id = shed_order_.front();
     shed_order_.pop_front();
     auto it = nodes_.find(id);
     if (it == nodes_.end() || !it->second.queued) continue;  // gone (or restored: never queued)
     Node& node = it->second;
-    if (waiting_in_.count(node.parent) != 0) {
+    if (how == Drop::kByName && waiting_in_.count(node.parent) != 0) {
       later.push_back(id);
       continue;
     }
@@ -153,7 +172,12 @@ std::vector<InodeTable::Entry> InodeTable::Overflow(size_t max_held, size_t coun
     if (node.nlookup == 0) continue;
     node.named = true;
     named_++;
-    out.push_back(Entry{node.parent, node.name});
+    if (how == Drop::kById) {
+      node.named_by_id = true;
+      node.named_at = now;
+      named_by_id_.emplace_back(now, id);
+    }
+    out.push_back(Entry{node.parent, node.name, id, how});
   }
   shed_order_.insert(shed_order_.begin(), later.begin(), later.end());
   return out;

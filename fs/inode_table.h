@@ -60,6 +60,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "util/mutex.h"
@@ -102,13 +103,28 @@ class InodeTable {
   // forgets them unless they are open. Each node is named once per lookup
   // that gave it to the kernel; one looked up again meanwhile costs the
   // kernel a lookup more, never a wrong answer.
-  // Entries under a directory some WaitForRoom waits in are left for later
-  // (see there).
+  //
+  // How the kernel is asked decides what may be named (`how`):
+  // - kByName (FUSE_NOTIFY_INVAL_ENTRY) takes the kernel's lock of the
+  //   entry's directory: entries under a directory some WaitForRoom waits
+  //   in are left for later (see there). The kernel drops an open file's
+  //   entry when it is closed.
+  // - kById (FUSE_NOTIFY_PRUNE, fs/fuse_kernel_ext.h) takes no directory
+  //   lock, so any entry may be named; but the kernel skips a node in use
+  //   (an open file) and keeps it after. So a node named by id that lives
+  //   on, not looked up again, kRenameAfter after is named once more, by
+  //   name, while more than max_held nodes live.
+  enum class Drop { kByName, kById };
   struct Entry {
     uint64_t parent;
     std::string name;
+    uint64_t id = 0;
+    Drop how = Drop::kByName;
   };
-  std::vector<Entry> Overflow(size_t max_held, size_t count);
+  static constexpr std::chrono::milliseconds kRenameAfter{1000};
+  std::vector<Entry> Overflow(
+      size_t max_held, size_t count, Drop how = Drop::kByName,
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
   // Back-pressure for a lookup that Lookup refused for want of room (the
   // kernel forgets asynchronously, later than the lookups that follow):
@@ -216,6 +232,8 @@ class InodeTable {
     bool bound = false;
     bool queued = false;  // in shed_order_
     bool named = false;   // by Overflow, since its last lookup
+    bool named_by_id = false;
+    std::chrono::steady_clock::time_point named_at{};  // if named_by_id
     uint64_t tag = 0;
   };
 
@@ -240,7 +258,10 @@ class InodeTable {
   std::unordered_map<Key, uint64_t, KeyHash> by_origin_ GUARDED_BY(mu_);
   std::deque<uint64_t> shed_order_ GUARDED_BY(mu_);  // non-directories, oldest lookup first
   size_t named_ GUARDED_BY(mu_) = 0;                 // live nodes with `named`
-  size_t peak_ GUARDED_BY(mu_) = 1;                  // the root
+  // Nodes named by id, in the order named, with when (Overflow).
+  std::deque<std::pair<std::chrono::steady_clock::time_point, uint64_t>> named_by_id_
+      GUARDED_BY(mu_);
+  size_t peak_ GUARDED_BY(mu_) = 1;  // the root
   // WaitForRoom: the directories lookups wait in (a count per directory),
   // and the wake-up when a node goes.
   std::unordered_map<uint64_t, size_t> waiting_in_ GUARDED_BY(mu_);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <string>
@@ -308,6 +309,23 @@ TEST(InodeTableTest, WaitForRoomEndsAtTheDeadlineOrWhenToldToGiveUp) {
                              [] { return true; }));
 }
 
+// Runs f while a lookup in directory dir waits for fewer than cap nodes.
+void WhileALookupWaitsIn(InodeTable& t, uint64_t dir, size_t cap, const std::function<void()>& f) {
+  std::promise<void> waiting;
+  std::atomic<bool> signalled{false}, give_up{false};
+  std::thread waiter([&] {
+    EXPECT_FALSE(
+        t.WaitForRoom(cap, dir, std::chrono::steady_clock::now() + std::chrono::minutes(1), [&] {
+          if (!signalled.exchange(true)) waiting.set_value();
+          return give_up.load();
+        }));
+  });
+  waiting.get_future().wait();
+  f();
+  give_up = true;
+  waiter.join();
+}
+
 // The kernel holds a directory's lock while a lookup in it waits, and
 // dropping one of its entries takes that lock: Overflow leaves them for later.
 TEST(InodeTableTest, OverflowLeavesTheEntriesOfADirectoryALookupWaitsIn) {
@@ -318,24 +336,65 @@ TEST(InodeTableTest, OverflowLeavesTheEntriesOfADirectoryALookupWaitsIn) {
     ASSERT_TRUE(t.Lookup(a, "a" + std::to_string(i), Attr(100 + i)).ok());
     ASSERT_TRUE(t.Lookup(b, "b" + std::to_string(i), Attr(200 + i)).ok());
   }
-  std::promise<void> waiting;
-  std::atomic<bool> signalled{false}, give_up{false};
-  std::thread waiter([&] {
-    EXPECT_FALSE(
-        t.WaitForRoom(5, a, std::chrono::steady_clock::now() + std::chrono::minutes(1), [&] {
-          if (!signalled.exchange(true)) waiting.set_value();
-          return give_up.load();
-        }));
-  });
-  waiting.get_future().wait();
-  std::vector<InodeTable::Entry> shed = t.Overflow(0, 100);
-  give_up = true;
-  waiter.join();
+  std::vector<InodeTable::Entry> shed;
+  WhileALookupWaitsIn(t, a, 5, [&] { shed = t.Overflow(0, 100); });
   ASSERT_EQ(shed.size(), 4u);
   for (const InodeTable::Entry& e : shed) EXPECT_EQ(e.parent, b) << e.name;
   shed = t.Overflow(0, 100);
   ASSERT_EQ(shed.size(), 4u) << "no lookup waits in a any more";
   EXPECT_EQ(shed.front().name, "a0") << "and its entries kept their age";
+}
+
+// Dropped by id (FUSE_NOTIFY_PRUNE), an entry takes no directory lock:
+// those of a directory a lookup waits in are named too.
+TEST(InodeTableTest, OverflowByIdNamesTheEntriesOfADirectoryALookupWaitsIn) {
+  InodeTable t(kFirst);
+  const uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(10, S_IFDIR));
+  std::vector<uint64_t> files;
+  for (int i = 0; i < 4; ++i) files.push_back(*t.Lookup(a, "a" + std::to_string(i), Attr(100 + i)));
+  std::vector<InodeTable::Entry> shed;
+  WhileALookupWaitsIn(t, a, 3, [&] { shed = t.Overflow(0, 100, InodeTable::Drop::kById); });
+  ASSERT_EQ(shed.size(), 4u);
+  for (size_t i = 0; i < shed.size(); ++i) {
+    EXPECT_EQ(shed[i].id, files[i]);
+    EXPECT_EQ(shed[i].parent, a);
+    EXPECT_EQ(shed[i].name, "a" + std::to_string(i));
+    EXPECT_EQ(shed[i].how, InodeTable::Drop::kById);
+  }
+}
+
+// The kernel skips a node in use when asked to drop it by id, and keeps it
+// after: kRenameAfter later it is named again, by name, once.
+TEST(InodeTableTest, ANodeKeptAfterItWasDroppedByIdIsNamedAgainByName) {
+  InodeTable t(kFirst);
+  const uint64_t d = *t.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
+  std::vector<uint64_t> files;
+  for (int i = 0; i < 4; ++i) files.push_back(*t.Lookup(d, "f" + std::to_string(i), Attr(100 + i)));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(t.Overflow(2, 100, InodeTable::Drop::kById, t0).size(), 4u);  // 6 nodes, 2 kept
+  t.Forget(files[0], 1);                                                  // dropped
+  EXPECT_EQ(*t.Lookup(d, "f1", Attr(101)), files[1]);  // looked up again: held anew
+  // f2 and f3 the kernel kept (open). f1 is named again, as any node held.
+  std::vector<InodeTable::Entry> shed =
+      t.Overflow(2, 100, InodeTable::Drop::kById, t0 + InodeTable::kRenameAfter / 2);
+  ASSERT_EQ(shed.size(), 1u);
+  EXPECT_EQ(shed[0].name, "f1");
+  EXPECT_EQ(shed[0].how, InodeTable::Drop::kById);
+  shed = t.Overflow(2, 100, InodeTable::Drop::kById, t0 + InodeTable::kRenameAfter);
+  ASSERT_EQ(shed.size(), 2u);
+  EXPECT_EQ(shed[0].name, "f2");
+  EXPECT_EQ(shed[0].how, InodeTable::Drop::kByName);
+  EXPECT_EQ(shed[1].name, "f3");
+  EXPECT_EQ(shed[1].how, InodeTable::Drop::kByName);
+  EXPECT_TRUE(
+      t.Overflow(5, 100, InodeTable::Drop::kById, t0 + InodeTable::kRenameAfter * 2).empty())
+      << "not past the bound: nothing named";
+  shed = t.Overflow(2, 100, InodeTable::Drop::kById, t0 + InodeTable::kRenameAfter * 2);
+  ASSERT_EQ(shed.size(), 1u) << "f2 and f3 once only";
+  EXPECT_EQ(shed[0].name, "f1");
+  EXPECT_EQ(shed[0].how, InodeTable::Drop::kByName);
+  EXPECT_TRUE(
+      t.Overflow(2, 100, InodeTable::Drop::kById, t0 + InodeTable::kRenameAfter * 3).empty());
 }
 
 TEST(InodeTableTest, HardLinksOfOneVersionShareTheirNode) {

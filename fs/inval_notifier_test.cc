@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <future>
 #include <mutex>
 #include <string>
@@ -152,6 +153,72 @@ TEST(InvalNotifierTest, EntriesAreIgnoredWithoutAnEntryFunction) {
   InvalNotifier n([](uint64_t) { return 0; });
   n.InvalidateEntry(1, "a");
   EXPECT_EQ(n.entries_pending(), 0u);
+}
+
+TEST(InvalNotifierTest, DropsNodesByIdInBatches) {
+  std::mutex mu;
+  std::vector<std::vector<uint64_t>> batches;
+  std::vector<std::string> by_name;
+  Gate gate;
+  std::promise<void> entered;
+  InvalNotifier n(
+      [&](uint64_t) {
+        entered.set_value();
+        gate.Wait();
+        return 0;
+      },
+      [&](uint64_t, const std::string& name) {
+        std::lock_guard<std::mutex> lock(mu);
+        by_name.push_back(name);
+        return 0;
+      },
+      [&](const std::vector<uint64_t>& ids) {
+        std::lock_guard<std::mutex> lock(mu);
+        batches.push_back(ids);
+        return 0;
+      });
+  EXPECT_TRUE(n.can_prune());
+  n.Invalidate(1);  // holds the thread while the nodes are queued
+  entered.get_future().wait();
+  const size_t count = InvalNotifier::kPruneBatch + 3;
+  for (uint64_t id = 100; id < 100 + count; ++id) n.Prune(id, 5, "f" + std::to_string(id));
+  EXPECT_EQ(n.entries_pending(), count);
+  gate.Open();
+  while (n.entries_pending() > 0 || n.sent() < 3) std::this_thread::yield();
+  n.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].size(), InvalNotifier::kPruneBatch);
+  EXPECT_EQ(batches[0].front(), 100u);
+  EXPECT_EQ(batches[1], (std::vector<uint64_t>{100 + count - 3, 100 + count - 2, 100 + count - 1}));
+  EXPECT_TRUE(by_name.empty());
+  EXPECT_TRUE(n.can_prune());
+}
+
+TEST(InvalNotifierTest, DropsByNameWhereTheKernelCannotPrune) {
+  std::mutex mu;
+  std::vector<std::string> by_name;
+  std::atomic<int> prunes{0};
+  InvalNotifier n([](uint64_t) { return 0; },
+                  [&](uint64_t parent, const std::string& name) {
+                    std::lock_guard<std::mutex> lock(mu);
+                    by_name.push_back(std::to_string(parent) + "/" + name);
+                    return 0;
+                  },
+                  [&](const std::vector<uint64_t>&) {
+                    prunes++;
+                    return -EINVAL;
+                  });
+  n.Prune(100, 5, "a");
+  n.Prune(101, 6, "b");
+  while (n.sent() < 2 || n.entries_pending() > 0) std::this_thread::yield();
+  EXPECT_FALSE(n.can_prune());
+  n.Prune(102, 5, "c");
+  while (n.entries_pending() > 0 || n.sent() < 3) std::this_thread::yield();
+  n.Stop();
+  EXPECT_EQ(prunes, 1) << "asked once";
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(by_name, (std::vector<std::string>{"5/a", "6/b", "5/c"}));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "fs/control_requests.h"
 #include "fs/control_socket.h"
@@ -140,7 +141,8 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
       [se](uint64_t ino) { return fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); },
       [se](uint64_t parent, const std::string& name) {
         return fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
-      });
+      },
+      [se](const std::vector<uint64_t>& ids) { return PruneNodes(fuse_session_fd(se), ids); });
   fs.notifier = &notifier;
   STOKER_RETURN_IF_ERROR(StartSession(options, mountpoint, se, early, link));
   std::unique_ptr<ControlSocket> control = StartControlSocket(options, cache, mountpoint, stats);
