@@ -100,6 +100,7 @@ std::vector<MountInfoEntry> ParseMountInfo(const std::string& text) {
     MountInfoEntry e;
     unsigned maj = 0, min = 0;
     if (std::sscanf(f[2].c_str(), "%u:%u", &maj, &min) == 2) e.dev = makedev(maj, min);
+    e.root = DecodeMountInfoField(f[3]);
     e.mount_point = DecodeMountInfoField(f[4]);
     e.fstype = DecodeMountInfoField(f[dash + 1]);
     if (dash + 2 < f.size()) e.source = DecodeMountInfoField(f[dash + 2]);
@@ -122,6 +123,19 @@ std::optional<MountInfoEntry> FindMountAt(const std::vector<MountInfoEntry>& mou
   std::optional<MountInfoEntry> found;
   for (const auto& m : mounts) {
     if (m.mount_point == abs_path) found = m;
+  }
+  return found;
+}
+
+std::optional<MountInfoEntry> MountContaining(const std::vector<MountInfoEntry>& mounts,
+                                              const std::string& abs_path) {
+  std::optional<MountInfoEntry> found;
+  for (const auto& m : mounts) {
+    const std::string& mp = m.mount_point;
+    const bool above = mp == "/" || abs_path == mp ||
+                       (abs_path.size() > mp.size() && abs_path.compare(0, mp.size(), mp) == 0 &&
+                        abs_path[mp.size()] == '/');
+    if (above && (!found || mp.size() >= found->mount_point.size())) found = m;
   }
   return found;
 }

@@ -24,7 +24,8 @@ struct MountInfoEntry {
   std::string mount_point;
   std::string fstype;  // "fuse", "fuse.stoker", "ext4", ...
   std::string source;
-  dev_t dev = 0;  // the mount's st_dev (field 3, MAJ:MIN)
+  dev_t dev = 0;     // the mount's st_dev (field 3, MAJ:MIN)
+  std::string root;  // the directory of its file system it shows (field 4; "/" for all of it)
 };
 
 // Parses the text of /proc/self/mountinfo; skips malformed lines.
@@ -32,6 +33,11 @@ std::vector<MountInfoEntry> ParseMountInfo(const std::string& text);
 
 // Reads and parses /proc/self/mountinfo.
 Result<std::vector<MountInfoEntry>> ReadMountInfo();
+
+// The mount abs_path (resolved) lies in: the one at the longest mount point
+// above it, the last mounted where several are at one place.
+std::optional<MountInfoEntry> MountContaining(const std::vector<MountInfoEntry>& mounts,
+                                              const std::string& abs_path);
 
 // True for the fstypes of FUSE mounts: "fuse", "fuseblk", "fuse.<subtype>".
 bool IsFuseFsType(const std::string& fstype);

@@ -81,6 +81,38 @@ std::vector<FileId> AncestorIds(const std::string& path, bool* exists) {
   return ids;
 }
 
+// Where path (or, for a path not made yet, the deepest part of it that
+// exists, with the rest appended) lies in its file system: the mount's device
+// and the path from that file system's root. A bind mount of a directory
+// shows that directory's place, wherever it is mounted.
+struct FsPlace {
+  dev_t dev;
+  std::filesystem::path path;
+};
+
+std::optional<FsPlace> PlaceOf(const std::string& path, bool* exists) {
+  std::filesystem::path p = Lexical(path);
+  std::filesystem::path rest;
+  *exists = true;
+  char resolved[PATH_MAX];
+  while (realpath(p.c_str(), resolved) == nullptr) {
+    if (p == p.root_path()) return std::nullopt;
+    rest = p.filename() / rest;
+    p = p.parent_path();
+    *exists = false;
+  }
+  Result<std::vector<MountInfoEntry>> mounts = ReadMountInfo();
+  if (!mounts.ok()) return std::nullopt;
+  const std::string abs = resolved;
+  std::optional<MountInfoEntry> m = MountContaining(*mounts, abs);
+  if (!m) return std::nullopt;
+  // The part below the mount point, under the directory the mount shows.
+  const std::string below = m->mount_point == "/" ? abs : abs.substr(m->mount_point.size());
+  std::filesystem::path in_fs = (m->root == "/" ? "" : m->root) + below;
+  if (in_fs.empty()) in_fs = "/";
+  return FsPlace{m->dev, (in_fs / rest).lexically_normal()};
+}
+
 enum class Nesting { kApart, kSame, kInside };
 
 // Where inner is relative to outer: by identity up inner's ancestors, and by
@@ -95,6 +127,14 @@ Nesting Locate(const std::string& inner, const std::string& outer) {
   const std::vector<FileId> ids = AncestorIds(inner, &exists);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] == *outer_id) return i == 0 && exists ? Nesting::kSame : Nesting::kInside;
+  }
+  // Reached through a bind mount of a directory below outer: the same file
+  // system, at a place below outer's.
+  bool outer_exists = false;
+  const std::optional<FsPlace> in = PlaceOf(inner, &exists);
+  const std::optional<FsPlace> out = PlaceOf(outer, &outer_exists);
+  if (in && out && outer_exists && in->dev == out->dev && IsWithin(in->path, out->path)) {
+    return in->path == out->path && exists ? Nesting::kSame : Nesting::kInside;
   }
   return Nesting::kApart;
 }

@@ -30,9 +30,11 @@ Result<std::string> PrepareMountpoint(const std::string& mountpoint);
 // what it serves) or the mountpoint (hidden by the mount). Compared by path
 // and by device and inode up the ancestors of each inner path (for one not
 // made yet, of the deepest part that exists), so that neither a symlink nor
-// a bind mount of the outer directory hides the nesting; a bind mount of a
-// directory below the outer one elsewhere is not seen. An origin URL (s3://,
-// http://) has no local path: only the mountpoint and cache dir are checked.
+// a bind mount of the outer directory hides the nesting, and by where each
+// lies in its file system (its mount's root in /proc/self/mountinfo), so that
+// a bind mount elsewhere of a directory below the outer does not either. An
+// origin URL (s3://, http://) has no local path: only the mountpoint and
+// cache dir are checked.
 // Reads only: creates nothing.
 Status CheckNesting(const std::string& origin, const std::string& mountpoint,
                     const std::string& cache_dir);

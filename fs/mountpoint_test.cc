@@ -105,6 +105,18 @@ TEST(CheckNestingTest, ABindMountOfTheOriginDoesNotHideIt) {
   EXPECT_NE(st.message().find("is inside the origin"), std::string::npos) << st.message();
 }
 
+TEST(CheckNestingTest, ABindMountOfADirectoryBelowTheOriginDoesNotHideIt) {
+  Tree t;
+  std::filesystem::create_directories(t.origin + "/sub/deeper");
+  BindMount bind(t.origin + "/sub", t.dir.Sub("elsewhere"));
+  if (!bind.mounted()) GTEST_SKIP() << "mount --bind needs CAP_SYS_ADMIN";
+  EXPECT_NE(Refusal(t, t.dir.Sub("elsewhere")).find("is inside the origin"), std::string::npos);
+  EXPECT_NE(Refusal(t, t.dir.Sub("elsewhere/deeper/cc")).find("is inside the origin"),
+            std::string::npos);
+  // A directory beside the origin on the same file system is not inside it.
+  EXPECT_TRUE(CheckNesting(t.origin, t.mnt, t.dir.Sub("cache/not/made")).ok());
+}
+
 TEST(CheckNestingTest, ARemoteOriginChecksOnlyTheMountpointAndCache) {
   Tree t;
   EXPECT_TRUE(CheckNesting("s3://bucket/prefix", t.mnt, t.dir.Sub("cache")).ok());
