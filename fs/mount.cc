@@ -31,6 +31,7 @@
 #include "fs/serve.h"
 #include "fs/supervisor.h"
 #include "util/log.h"
+#include "util/sanitizers.h"
 
 namespace stoker {
 
@@ -331,20 +332,6 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   return st;
 }
 
-// ThreadSanitizer's runtime keeps a thread of its own: such a build (a test
-// build) runs without a supervisor, and says so in the log.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizerThreads = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kSanitizerThreads = true;
-#else
-constexpr bool kSanitizerThreads = false;
-#endif
-#else
-constexpr bool kSanitizerThreads = false;
-#endif
-
 }  // namespace
 
 Status RunMount(const MountOptions& options) {
@@ -368,7 +355,7 @@ Status RunMount(const MountOptions& options) {
   // (each daemon starts its own again).
   spdlog::flush_every(std::chrono::seconds(0));
   SupervisorOptions so;
-  if (kSanitizerThreads) so.single_thread_wait = std::chrono::milliseconds(500);
+  if (kThreadSanitizer) so.single_thread_wait = std::chrono::milliseconds(500);
   // The ready line is the first daemon's to write; the CLI sees its end
   // once that daemon has said it or died.
   so.after_first_fork = [&options] {
@@ -390,7 +377,9 @@ Status RunMount(const MountOptions& options) {
     return st.ok() ? 0 : 1;
   });
   if (st.code() != EDEADLK) return st;
-  if (!kSanitizerThreads) {
+  // ThreadSanitizer's runtime keeps a thread of its own: such a build (a
+  // test build) runs without a supervisor, and says so in the log.
+  if (!kThreadSanitizer) {
     // A mount the user asked to keep across crashes is never quietly one
     // that a crash ends.
     return Status::Error(EDEADLK, "no supervisor could be started (" + st.message() +
