@@ -390,9 +390,17 @@ def objects_replaced(tally, o, m, rels, quick, rng):
 def read_one_version(tally, o, path, base):
     """Reads path whole through one descriptor (past the page cache).
     Returns the version k its bytes belong to, "ESTALE" when the file was
-    replaced under the descriptor, or None after counting a mismatch (bytes
-    of no version, or of several)."""
-    fd = os.open(path, os.O_RDONLY)
+    replaced under the descriptor (or during the open), or None after
+    counting a mismatch (bytes of no version, or of several)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        # The kernel retries an open that finds the file changed once; a
+        # file replaced again during that retry fails the open (the
+        # semantics doc says so).
+        if e.errno == errno.ESTALE:
+            return "ESTALE"
+        raise
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         parts, off = [], 0
