@@ -14,7 +14,9 @@ std::vector<ChunkRead> ChunkReader::Read(const ObjectVersion& v, DataFile& file,
   std::vector<ReadOp> ops;
   std::vector<ChunkRead> out;
   // A chunk of whole blocks never meets the end of the data file mid-block.
-  const int dfd = direct ? file.direct_fd() : -1;
+  // A data file kept in the page cache is read through it: its pages are
+  // the copy passthrough reads (CacheOptions::data_files_in_page_cache).
+  const int dfd = direct && p_.writer->Direct(v) ? file.direct_fd() : -1;
   for (const ChunkToCheck& c : chunks) {
     uint64_t expect = ChunkLength(size, p_.chunk_size, c.idx);
     out.push_back({AllocAligned(expect), expect, 0, Status::OK()});  // pooled: no fresh pages

@@ -66,7 +66,8 @@ class ChunkReader {
   explicit ChunkReader(Parts parts) : p_(parts) {}
 
   // Reads chunks of v's data file into fresh buffers, in one batch; with
-  // direct, full-block chunks around the page cache.
+  // direct, full-block chunks around the page cache (unless the data file
+  // is kept there: ChunkWriter::Direct).
   std::vector<ChunkRead> Read(const ObjectVersion& v, DataFile& file,
                               const std::vector<ChunkToCheck>& chunks, bool direct);
   // Reads back and checks chunks of v's data file not yet verified by this

@@ -39,7 +39,9 @@ class DiskClaim {
 }  // namespace
 
 ChunkWriter::ChunkWriter(Options options, Parts parts)
-    : options_(std::move(options)), parts_(std::move(parts)) {}
+    : options_(std::move(options)),
+      parts_(std::move(parts)),
+      in_page_cache_(options_.data_files_in_page_cache) {}
 
 bool ChunkWriter::Store(const ObjectVersion& v, uint64_t idx, const ChunkBytes& bytes) {
   // Every fetched chunk is an access, cached or not: a full cache that
@@ -130,7 +132,9 @@ void ChunkWriter::RewriteUnverified(const ObjectVersion& v, const ChunkKey& key,
   const ChunkPlace place = PlaceOf(key, slot, options_.chunk_size);
   auto file = BeginWrite(v, place);
   if (!file.ok()) return;
-  if (WriteData(**file, bytes, place.off).ok()) parts_.resident->MarkVerified(key, slot);
+  if (WriteData(**file, bytes, place.off, Direct(v)).ok()) {
+    parts_.resident->MarkVerified(key, slot);
+  }
   parts_.store->EndWrite(v.key);
 }
 
@@ -168,7 +172,7 @@ bool ChunkWriter::WriteNew(const ObjectVersion& v, const ChunkKey& key, const Ch
       s = opened.status();
       if (s.ok()) file = *opened;
     }
-    if (s.ok()) s = WriteData(*file, bytes, place.off);
+    if (s.ok()) s = WriteData(*file, bytes, place.off, Direct(v));
     if (s.ok()) {
       ChunkRecord rec{static_cast<uint32_t>(bytes.len),
                       ChunkChecksum(bytes.data.get(), bytes.len),
@@ -212,10 +216,10 @@ Result<std::shared_ptr<DataFile>> ChunkWriter::BeginWrite(const ObjectVersion& v
   return slab;
 }
 
-Status ChunkWriter::WriteData(DataFile& file, const ChunkBytes& bytes, uint64_t off) {
+Status ChunkWriter::WriteData(DataFile& file, const ChunkBytes& bytes, uint64_t off, bool direct) {
   const char* p = bytes.data.get();
   uint64_t head = RoundDownToDirect(bytes.len);
-  int dfd = head >= kMinDirectBytes && RoundDownToDirect(off) == off && IsDirectAligned(p)
+  int dfd = direct && head >= kMinDirectBytes && RoundDownToDirect(off) == off && IsDirectAligned(p)
                 ? file.direct_fd()
                 : -1;
   if (dfd >= 0) {

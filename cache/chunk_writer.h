@@ -52,10 +52,11 @@ namespace stoker {
 class ChunkWriter {
  public:
   struct Options {
-    std::string dir;              // the cache directory, on the filesystem measured
-    uint64_t chunk_size = 0;      // CacheOptions::chunk_size
-    uint64_t slab_max_bytes = 0;  // CacheOptions::slab_max_bytes
-    uint64_t min_free_bytes = 0;  // CacheOptions::min_free_bytes
+    std::string dir;                        // the cache directory, on the filesystem measured
+    uint64_t chunk_size = 0;                // CacheOptions::chunk_size
+    uint64_t slab_max_bytes = 0;            // CacheOptions::slab_max_bytes
+    uint64_t min_free_bytes = 0;            // CacheOptions::min_free_bytes
+    bool data_files_in_page_cache = false;  // CacheOptions::data_files_in_page_cache
   };
   // The parts it writes through; all outlive the writer.
   struct Parts {
@@ -95,6 +96,9 @@ class ChunkWriter {
   // intent's range punched, its intent or slot released. Before any write.
   Status ReclaimIntents();
 
+  // Whether v's chunks are written with O_DIRECT (where the bytes allow).
+  bool Direct(const ObjectVersion& v) const { return !in_page_cache_.load() || UsesSlab(v); }
+  void SetDataFilesInPageCache(bool on) { in_page_cache_ = on; }
   // Whether v's chunk goes to a slab slot when stored.
   bool UsesSlab(const ObjectVersion& v) const {
     return options_.slab_max_bytes != 0 && v.chunks == 1 &&
@@ -133,7 +137,9 @@ class ChunkWriter {
   // Writes a chunk's bytes at off of its data file: the aligned head direct
   // where it can (the reader is answered from bytes, not from the file), the
   // rest buffered.
-  Status WriteData(DataFile& file, const ChunkBytes& bytes, uint64_t off);
+  // direct: O_DIRECT where the bytes allow it (see
+  // CacheOptions::data_files_in_page_cache for when not).
+  Status WriteData(DataFile& file, const ChunkBytes& bytes, uint64_t off, bool direct);
   // Counts a chunk not cached; says why once per process. Returns false.
   bool NotCached(const char* why);
   // The space kept free on the cache's filesystem.
@@ -142,6 +148,7 @@ class ChunkWriter {
   const Options options_;
   const Parts parts_;
   std::atomic<bool> logged_no_space_{false};
+  std::atomic<bool> in_page_cache_;        // Options::data_files_in_page_cache, settable
   std::atomic<uint64_t> disk_claimed_{0};  // bytes claimed by writes in flight
   // When the evictor last freed space (its thread only).
   bool evicted_once_ = false;

@@ -5,6 +5,11 @@
 #include "cache/chunk_writer.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "cache/chunk_parts_test_util.h"
 #include "util/checksum.h"
@@ -171,6 +176,53 @@ TEST(ChunkWriterTest, AStoredChunkNotYetVerifiedIsRewrittenWithMatchingBytes) {
   p.resident.ForgetVersion(v->key);
   EXPECT_TRUE(p.writer->Store(*v, 0, ChunkParts::Bytes(Pattern(kChunk, 9))));
   EXPECT_EQ(p.StoredBytes(key), data);
+}
+
+// Bytes of the files under dir in the page cache (mincore).
+uint64_t ResidentBytes(const std::string& dir) {
+  uint64_t total = 0;
+  const long page = sysconf(_SC_PAGESIZE);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.file_size() == 0) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    const size_t len = e.file_size();
+    void* m = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) continue;
+    std::vector<unsigned char> vec((len + page - 1) / page);
+    if (mincore(m, len, vec.data()) == 0) {
+      for (unsigned char c : vec) total += (c & 1) ? page : 0;
+    }
+    munmap(m, len);
+  }
+  return total;
+}
+
+TEST(ChunkWriterTest, DataFilesKeptInThePageCacheAreWrittenThroughIt) {
+  ChunkParts p;
+  p.writer->SetDataFilesInPageCache(true);
+  auto v = p.Version(9, 4 * kChunk);
+  EXPECT_FALSE(p.writer->Direct(*v));
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(p.writer->Store(*v, i, ChunkParts::Bytes(Pattern(kChunk, 20 + i))));
+  }
+  // Its pages are the copy a passthrough open reads: all in memory.
+  EXPECT_GE(ResidentBytes(p.dir.Sub("data")), 4 * kChunk);
+  EXPECT_EQ(p.StoredBytes(ChunkKey{9, 1, 3}), Pattern(kChunk, 23));
+  p.writer->SetDataFilesInPageCache(false);
+  EXPECT_TRUE(p.writer->Direct(*v));
+}
+
+TEST(ChunkWriterTest, SlabChunksAreWrittenDirectEvenWithDataFilesInThePageCache) {
+  ChunkParts::Config c;
+  c.slab_max_bytes = kChunk;
+  ChunkParts p(c);
+  p.writer->SetDataFilesInPageCache(true);
+  auto small = p.Version(3, kChunk / 2);
+  EXPECT_TRUE(p.writer->Direct(*small)) << "the kernel keeps a slab file's pages itself";
+  auto big = p.Version(4, 2 * kChunk);
+  EXPECT_FALSE(p.writer->Direct(*big));
 }
 
 }  // namespace

@@ -114,6 +114,7 @@ FileOpener::Opened FileOpener::OpenedOf(const std::string& path,
   o.st = v->st;
   const bool derived = p_.derived->IsDerived(path);
   o.content_tag = ContentTag(*v, derived);
+  o.own_data_file = v->chunks > 0 && !p_.writer->UsesSlab(*v);
   o.file =
       std::make_shared<OpenFileState>(v, std::make_shared<OriginHandle>(p_.origin, path),
                                       p_.new_readahead(), derived, prefetch_bytes_, p_.chunk_size);

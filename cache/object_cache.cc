@@ -179,7 +179,7 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
       quota_(options_.capacity_bytes, options_.high_watermark, options_.low_watermark),
       index_size_(options_.dir, p.index_headroom, index_.get(), &quota_),
       writer_(ChunkWriter::Options{options_.dir, options_.chunk_size, options_.slab_max_bytes,
-                                   options_.min_free_bytes},
+                                   options_.min_free_bytes, options_.data_files_in_page_cache},
               ChunkWriter::Parts{io_.get(), index_.get(), store_.get(), &quota_, resident_.get(),
                                  &index_size_, &hits_, &counters_, [this] { evictor_.Kick(); }}),
       reader_(ChunkReader::Parts{chunk_size_, io_.get(), index_.get(), store_.get(),

@@ -152,6 +152,10 @@ class ObjectCache : public RawReader {
   // open that invalidates it (and new pages never sit beside old ones).
   virtual std::shared_lock<std::shared_mutex> HoldServe(OpenFileState& file) = 0;
 
+  // CacheOptions::data_files_in_page_cache from now on (fs/ turns it off
+  // when the kernel refuses passthrough).
+  virtual void SetDataFilesInPageCache(bool on) = 0;
+
   // Leases the whole data file of file's version (see WholeFileLease), or
   // says why not in *why (the status is then EAGAIN).
   virtual Result<std::unique_ptr<WholeFileLease>> LeaseWhole(OpenFileState& file,

@@ -105,6 +105,7 @@ class ObjectCacheImpl final : public ObjectCache {
                     const std::string& value) override;
   Status Read(OpenFileState& file, uint64_t off, size_t len, ReadReply* out) override;
   std::shared_lock<std::shared_mutex> HoldServe(OpenFileState& file) override;
+  void SetDataFilesInPageCache(bool on) override { writer_.SetDataFilesInPageCache(on); }
   Result<std::unique_ptr<WholeFileLease>> LeaseWhole(OpenFileState& file,
                                                      LeaseRefusal* why) override;
   std::unique_ptr<WholeFileLease> HoldVersion(uint64_t object_id, uint64_t version,

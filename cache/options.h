@@ -50,6 +50,17 @@ struct CacheOptions {
   // index batches that write and drop their chunks.
   uint64_t slab_max_bytes = 1ull << 20;
 
+  // Chunks of objects with a data file of their own (not in a slab) are
+  // written through the page cache instead of with O_DIRECT, so that the
+  // bytes a cold read brought in stay in memory as the data file's pages:
+  // the one copy a passthrough open (fs/passthrough.h) then reads, while
+  // the cold opens are answered with FOPEN_DIRECT_IO and keep no pages of
+  // their own. Set by fs/ when passthrough may be used. A power cut may
+  // lose such pages after their chunk was recorded: every chunk is checked
+  // against its checksum before a process first serves it, so a lost one
+  // is fetched again (tests/reliability/part_power_cut.py). Default: false.
+  bool data_files_in_page_cache = false;
+
   // Eviction starts above high (fractions of capacity) and goes down to low;
   // fresh probationary chunks are taken only down to high (see eviction.h).
   // Default: 0.97 and 0.94.

@@ -135,9 +135,11 @@ void Prefetcher::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>&
     // For a reader, verified chunks are read too, direct, and held for it:
     // its own reads would go through the page cache, a copy more (and, with
     // replies too large to splice, one more pass of the daemon's CPU over
-    // the bytes). Without a reader, readahead(2) brings them into the page
-    // cache without waiting.
-    if (readahead != nullptr && !verified.empty()) {
+    // the bytes). Without a reader, or for a data file kept in the page
+    // cache (whose pages are the copy to keep), readahead(2) brings them
+    // into the page cache without waiting.
+    const bool hold = readahead != nullptr && p_.writer->Direct(v);
+    if (hold && !verified.empty()) {
       std::vector<ChunkToCheck> held;
       for (uint64_t i : verified) held.push_back({i, 0, slot});
       std::vector<ChunkRead> reads = p_.reader->Read(v, **file, held, /*direct=*/true);
@@ -146,7 +148,7 @@ void Prefetcher::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>&
         if (reads[k].whole()) readahead->Put(held[k].idx, reads[k].bytes(), readahead_limit_);
       }
     }
-    for (size_t a = 0; readahead == nullptr && a < verified.size();) {
+    for (size_t a = 0; !hold && a < verified.size();) {
       size_t b = a;
       while (b + 1 < verified.size() && verified[b + 1] == verified[b] + 1) ++b;
       const ChunkKey ka{v.key.object_id, v.key.version, verified[a]};

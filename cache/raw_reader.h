@@ -76,6 +76,10 @@ class RawReader {
     // file opened by their two names get one tag.
     uint64_t content_tag = 0;
     struct stat st {};  // attributes of the version opened
+    // The version's chunks go to a data file of its own (not a slab slot,
+    // not empty): once it is held whole, an open of it may be passed
+    // through to that file (fs/passthrough.h).
+    bool own_data_file = false;
   };
   // Opens path as the cache's own background work does (warm, prefetch):
   // for a derived object (a decoded view) reading its source. A change

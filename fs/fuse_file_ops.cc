@@ -108,6 +108,7 @@ Result<std::unique_ptr<FileHandle>> OpenNode(FsContext& fs, fuse_ino_t ino, bool
   }
   h->file = std::move(opened.file);
   h->version_st = opened.st;
+  h->own_data_file = opened.own_data_file;
   *keep_cache = opened.keep_cache;
   // Attributes and other opens' pages of this inode are stale. Not from
   // here: the kernel may hold the inode's locks until we reply.
@@ -177,6 +178,15 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if ((*h)->is_virtual) fi->direct_io = 1;  // getattr says size 0; reads must still reach us
     PassthroughNodes::Grant grant = CountOpen(fs, ino, **h);
     fi->keep_cache = keep_cache ? 1 : 0;
+    if (!grant.passthrough && (*h)->own_data_file && fs.passthrough != nullptr &&
+        fs.passthrough->enabled()) {
+      // A file a later open may pass through: its bytes stay in memory as
+      // the cache's data file's pages (CacheOptions::data_files_in_page_cache),
+      // which that open reads. Pages of this open would be a second copy,
+      // and the passthrough open drops them anyway: it keeps none.
+      fi->direct_io = 1;
+      fi->keep_cache = 0;
+    }
     fi->noflush = 1;  // nothing to flush on close
     FileHandle* raw = fs.files.Add(std::move(h).value());
     fi->fh = FhOf(fs, raw);

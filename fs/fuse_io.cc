@@ -27,6 +27,9 @@ void AskForPassthrough(char* out, size_t len) {
   flags |= fuse_ext::kInitExt;
   flags &= ~fuse_ext::kInitWritebackCache;
   flags2 |= static_cast<uint32_t>(fuse_ext::kInitPassthrough >> 32);
+  // The opens passthrough may follow are answered FOPEN_DIRECT_IO
+  // (fs/fuse_file_ops.cc); a shared mmap of one must still work.
+  flags2 |= static_cast<uint32_t>(fuse_ext::kInitDirectIoAllowMmap >> 32);
   const uint32_t depth = fuse_ext::kMaxStackDepth;
   std::memcpy(out + offsetof(InitOutHead, flags), &flags, 4);
   std::memcpy(out + offsetof(InitOutHead, flags2), &flags2, 4);

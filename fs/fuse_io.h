@@ -1,11 +1,11 @@
 // The I/O libfuse does on /dev/fuse, given to it as a fuse_custom_io: plain
 // read, writev and splice, except that the reply to the kernel's INIT is
-// changed on its way out to ask for FUSE passthrough (flags2, max stack
-// depth; no writeback cache), which libfuse 3.14 cannot express: it builds
-// that reply from a 32-bit capability mask. The kernel sends nothing else
-// before INIT is answered, so the first reply of a session is INIT's (a
-// restarted daemon's replayed INIT included, whose reply the kernel refuses
-// as it refused libfuse's own before). Protocol facts: fs/fuse_kernel_ext.h.
+// changed on its way out to ask for FUSE passthrough and shared mmaps of
+// FOPEN_DIRECT_IO opens (flags2, max stack depth; no writeback cache), which libfuse 3.14 cannot
+// express: it builds that reply from a 32-bit capability mask. The kernel sends nothing else before
+// INIT is answered, so the first reply of a session is INIT's (a restarted daemon's replayed INIT
+// included, whose reply the kernel refuses as it refused libfuse's own before). Protocol facts:
+// fs/fuse_kernel_ext.h.
 //
 // Thread-safety: the hooks run on libfuse's worker threads; the state they
 // share is atomic.

@@ -20,6 +20,10 @@ namespace stoker::fuse_ext {
 // fuse.h: `#define FUSE_PASSTHROUGH (1ULL << 37)`, sent in fuse_init_out's
 // flags2 (flags >> 32), valid only with FUSE_INIT_EXT (1 << 30) in flags.
 inline constexpr uint64_t kInitPassthrough = 1ull << 37;
+// fuse.h, protocol 7.39 (Linux 6.6): `#define FUSE_DIRECT_IO_ALLOW_MMAP
+// (1ULL << 36)`, in flags2: a shared mmap of a file opened with
+// FOPEN_DIRECT_IO is allowed (through the page cache) instead of ENODEV.
+inline constexpr uint64_t kInitDirectIoAllowMmap = 1ull << 36;
 inline constexpr uint32_t kInitExt = 1u << 30;
 // fuse.h: `#define FUSE_WRITEBACK_CACHE (1 << 16)`; the kernel refuses
 // passthrough with it.

@@ -74,6 +74,8 @@ struct FileHandle : CountedHandle {
   bool passthrough = false;  // the kernel reads it; no READ comes here
   // The attributes of the version opened (origin files).
   struct stat version_st {};
+  // Its version has a data file of its own (ObjectCache::Opened).
+  bool own_data_file = false;
 };
 
 struct DirHandle : CountedHandle {

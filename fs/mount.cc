@@ -68,6 +68,9 @@ Result<std::unique_ptr<ObjectCache>> OpenCache(const MountOptions& options,
   cache_options.holder_pid = link != nullptr ? link->supervisor_pid() : getpid();
   cache_options.holder_mountpoint = mountpoint;
   if (link != nullptr && link->restart() != nullptr) cache_options.reset = false;
+  // Passthrough reads the cache's data files: their pages are the one copy
+  // in memory (the daemon's opens of such files keep none: OpenNode).
+  cache_options.data_files_in_page_cache = PassthroughOf(options) != PassthroughMode::kOff;
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ObjectCache> cache,
                           ObjectCache::Open(cache_options, raw, make_views));
   if (!views->views.empty()) {

@@ -79,6 +79,7 @@ class PassthroughNodes {
   void Disable(const std::string& reason);
   // "" if enabled.
   std::string disabled_reason() const;
+  bool enabled() const { return enabled_.load(); }
 
   struct Grant {
     bool passthrough = false;

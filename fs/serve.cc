@@ -78,6 +78,7 @@ std::string SettlePassthrough(const MountOptions& options, fuse_session* se, FsC
   }
   if (!why.empty()) {
     fs.passthrough->Disable(why);
+    fs.cache->SetDataFilesInPageCache(false);  // opens keep their own pages instead
     LOG_INFO("FUSE passthrough is off: {}; every read goes through the daemon", why);
   } else {
     LOG_INFO("FUSE passthrough is on for files held whole in the cache");

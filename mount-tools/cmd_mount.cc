@@ -348,7 +348,8 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->type_name("auto|io_uring|syscall");
   app->add_flag("--no-direct-io", args->no_direct_io,
                 "Read the origin and write the cache through the page cache (default: O_DIRECT "
-                "where the file systems allow it, which saves two copies on a cold read)");
+                "where the file systems allow it, which saves two copies on a cold read; files "
+                "that may be passed through are written through the page cache either way)");
   app->add_option("--passthrough", args->passthrough,
                   "Let the kernel read files held whole in the cache straight from the SSD (FUSE "
                   "passthrough, Linux 6.9+, needs CAP_SYS_ADMIN); on: fail the mount if the "
