@@ -39,6 +39,7 @@ class Keys:
         self.fetches = 0
         self.bad_tokens = 0
         self.sts_keys = 0
+        self.refuse_next = 0  # requests to refuse whatever their key
 
     def issue(self):
         with self.mu:
@@ -53,15 +54,19 @@ class Keys:
             if key.startswith("ASIA") and key not in self.issued:
                 self.issued[key] = time.time() + 3600
                 self.sts_keys += 1
-            ok = key in self.issued and time.time() < self.issued[key]
+            ok = key in self.issued and time.time() < self.issued[key] and not self.refuse_next
+            self.refuse_next = max(0, self.refuse_next - 1)
             if not ok:
                 self.refused += 1
             return ok
 
     def revoke_all(self):
+        """Revokes every key handed out, and refuses the next request whatever its
+        key: the daemon may have fetched a fresh key since, on its own timer."""
         with self.mu:
             for k in self.issued:
                 self.issued[k] = 0
+            self.refuse_next = 1
 
 
 def make_handler(keys, moto_port):
