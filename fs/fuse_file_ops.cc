@@ -151,6 +151,24 @@ void UncountOpen(FsContext& fs, FileHandle* h) {
   if (h->counted) fs.passthrough->Release(h->node, h->passthrough);
 }
 
+// --opens auto decided for kernel opens (fs/opens_policy.h): journaled
+// first, so that a daemon restarted after the first ENOSYS knows it.
+void MoveToKernelOpens(FsContext& fs, const OpensPolicy::Decision& d) {
+  fs.inodes.JournalKernelOpens();
+  fs.kernel_opens = true;
+  if (fs.passthrough != nullptr) fs.passthrough->Disable("opens_kernel");
+  // The kernel keeps each file's pages itself from now on.
+  fs.cache->SetDataFilesInPageCache(false);
+  // The control files' attributes were given with the entry timeout: from
+  // now on each read must ask for them (AttrTimeoutOf).
+  if (fs.notifier != nullptr) {
+    fs.notifier->Invalidate(ControlFiles::kStatsId);
+    fs.notifier->Invalidate(ControlFiles::kErrorsId);
+  }
+  LOG_INFO("--opens auto: the kernel opens files by itself from now on ({}, after {} opens)", d.why,
+           d.after_opens);
+}
+
 }  // namespace
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -176,6 +194,10 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       return;
     }
     if ((*h)->is_virtual) fi->direct_io = 1;  // getattr says size 0; reads must still reach us
+    if (fs.opens_policy != nullptr && !(*h)->is_virtual &&
+        fs.opens_policy->Note(!(*h)->own_data_file)) {
+      MoveToKernelOpens(fs, *fs.opens_policy->decision());  // this open goes on as it is
+    }
     PassthroughNodes::Grant grant = CountOpen(fs, ino, **h);
     fi->keep_cache = keep_cache ? 1 : 0;
     if (!grant.passthrough && (*h)->own_data_file && fs.passthrough != nullptr &&

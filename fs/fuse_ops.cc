@@ -39,7 +39,9 @@ void Init(void* userdata, fuse_conn_info* conn) {
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   // With --opens kernel there is no open to say keep_cache at, and a
   // control file's new content shows as a new mtime (fs/control_files.h).
-  if (fs->kernel_opens && (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)) {
+  // --opens auto may move there at any time.
+  if ((fs->kernel_opens || fs->opens_policy != nullptr) &&
+      (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)) {
     conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   }
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
@@ -62,7 +64,9 @@ void Init(void* userdata, fuse_conn_info* conn) {
   LOG_INFO("FUSE protocol {}.{}, splice_write={}, readdirplus={}, max_read={}, opens={}",
            conn->proto_major, conn->proto_minor, fs->splice_write.load(),
            (conn->want & FUSE_CAP_READDIRPLUS) != 0, conn->max_read,
-           fs->kernel_opens ? "kernel" : "daemon");
+           fs->kernel_opens   ? "kernel"
+           : fs->opens_policy ? "auto"
+                              : "daemon");
 }
 
 // A control file's attributes; with --opens kernel, those of its latest

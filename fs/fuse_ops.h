@@ -56,6 +56,7 @@
 #include "fs/inval_notifier.h"
 #include "fs/metrics.h"
 #include "fs/node_files.h"
+#include "fs/opens_policy.h"
 #include "fs/passthrough.h"
 #include "util/mutex.h"
 
@@ -104,8 +105,11 @@ struct FsContext {
   // the session loop starts; null: none, and nothing counted.
   PassthroughNodes* passthrough = nullptr;
   // --opens kernel: the kernel opens files without asking us, and reads use
-  // node_files (fs/node_files.h). Set before the session loop starts.
-  bool kernel_opens = false;
+  // node_files (fs/node_files.h). Set before the session loop starts, and
+  // by --opens auto once (MoveToKernelOpens), never back.
+  std::atomic<bool> kernel_opens{false};
+  // --opens auto: decides when to move to kernel opens. Null otherwise.
+  std::unique_ptr<OpensPolicy> opens_policy;
   static constexpr size_t kMaxNodeFiles = 4096;
   NodeFiles<FileHandle> node_files{kMaxNodeFiles};
   // When each directory node was last listed for the kernel, and what its

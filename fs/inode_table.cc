@@ -19,11 +19,12 @@ constexpr uint64_t kRestoredIdGap = 1ull << 32;
 
 // Journal records: a kind byte, then fixed-size host-order integers, then
 // (for 'N') the name. Sender and reader are one binary on one machine.
-constexpr char kRecNode = 'N';     // id parent dev ino type keyed name
-constexpr char kRecUnkey = 'U';    // id
-constexpr char kRecBind = 'B';     // id tag
-constexpr char kRecRemove = 'D';   // id
-constexpr char kRecBacking = 'P';  // id backing_id object_id version chunks
+constexpr char kRecNode = 'N';         // id parent dev ino type keyed name
+constexpr char kRecUnkey = 'U';        // id
+constexpr char kRecBind = 'B';         // id tag
+constexpr char kRecRemove = 'D';       // id
+constexpr char kRecBacking = 'P';      // id backing_id object_id version chunks
+constexpr char kRecKernelOpens = 'K';  // (no id)
 constexpr size_t kNodeFixed = 1 + 8 * 4 + 4 + 1;
 
 void Put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
@@ -359,6 +360,11 @@ void InodeTable::JournalBacking(uint64_t id, int32_t backing_id, uint64_t object
   journal_(r);
 }
 
+void InodeTable::JournalKernelOpens() {
+  MutexLock lock(mu_);
+  if (journal_) journal_(std::string_view(&kRecKernelOpens, 1));
+}
+
 std::vector<InodeTable::Saved::OpenedNode> InodeTable::Saved::Opened() const {
   std::vector<OpenedNode> out;
   for (const auto& [id, n] : nodes_) {
@@ -373,6 +379,10 @@ bool InodeTable::Saved::Apply(std::string_view rec) {
   if (rec.empty()) return false;
   const char kind = rec[0];
   rec.remove_prefix(1);
+  if (kind == kRecKernelOpens) {
+    kernel_opens_ = true;
+    return rec.empty();
+  }
   uint64_t id = 0;
   if (!Get(rec, &id) || id <= kRootId) return false;
   switch (kind) {

@@ -167,12 +167,19 @@ class InodeTable {
   void JournalBacking(uint64_t id, int32_t backing_id, uint64_t object_id = 0, uint64_t version = 0,
                       uint64_t chunks = 0);
 
+  // Journals that the kernel opens files by itself from now on (the
+  // connection's no_open, fs/opens_policy.h): before the daemon answers an
+  // OPEN with ENOSYS, so a restarted daemon knows it. Not kept in the table.
+  void JournalKernelOpens();
+
   // The nodes a journal describes, rebuilt record by record.
   class Saved {
    public:
     // False for a record that does not decode (it is skipped).
     bool Apply(std::string_view record);
     size_t size() const { return nodes_.size(); }
+    // JournalKernelOpens was recorded.
+    bool kernel_opens() const { return kernel_opens_; }
 
     // A node the dead daemon had opened: with the backing file the kernel
     // may still read it through (backing_id != 0), or opened normally.
@@ -198,6 +205,7 @@ class InodeTable {
     };
     std::map<uint64_t, SavedNode> nodes_;
     uint64_t max_id_ = 0;
+    bool kernel_opens_ = false;
   };
   // Adds the saved nodes to a table that has handed out no id yet. Nodes
   // whose parent chain does not reach the root are left out. New ids start

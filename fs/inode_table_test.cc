@@ -549,6 +549,17 @@ TEST(InodeTableJournalTest, OpenedNodesAndTheirBackingFilesAreSaved) {
   EXPECT_FALSE(j.saved.Apply(std::string("P") + std::string(8, '\x10')));  // cut short
 }
 
+TEST(InodeTableJournalTest, KernelOpensAreJournaled) {
+  Journaled j;
+  EXPECT_FALSE(j.saved.kernel_opens());
+  (void)*j.table.Lookup(InodeTable::kRootId, "f", Attr(11));
+  j.table.JournalKernelOpens();
+  EXPECT_TRUE(j.saved.kernel_opens());
+  EXPECT_EQ(j.saved.size(), 1u) << "the record names no node";
+  InodeTable::Saved other;
+  EXPECT_FALSE(other.Apply("Kx")) << "it has no argument";
+}
+
 TEST(InodeTableJournalTest, BadRecordsAndOrphansAreLeftOut) {
   InodeTable::Saved saved;
   EXPECT_FALSE(saved.Apply(""));

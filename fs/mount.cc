@@ -118,6 +118,12 @@ struct DaemonStats {
     if (fs != nullptr) {
       if (fs->passthrough != nullptr) j.update(fs->passthrough->Stats());
       j["opens"] = fs->kernel_opens ? "kernel" : "daemon";
+      j["opens_asked"] = options.kernel_opens ? "kernel" : fs->opens_policy ? "auto" : "daemon";
+      if (fs->opens_policy) {
+        if (auto d = fs->opens_policy->decision()) {
+          j["opens_decision"] = {{"why", d->why}, {"after_opens", d->after_opens}};
+        }
+      }
       j["fuse_opens"] = fs->fuse_opens.load();
       j["node_files"] = fs->node_files.size();
       j["nodes_retired"] = fs->nodes_retired.load();
@@ -144,13 +150,24 @@ std::unique_ptr<FsContext> MakeFsContext(const MountOptions& options, ObjectCach
                                         static_cast<double>(options.cache.revalidate_seconds),
                                         MaxReadFrom(options.fuse_options));
   fs->kernel_opens = options.kernel_opens;
+  // --passthrough on asks for the opens that passthrough needs.
+  if (options.opens_auto && !options.kernel_opens && options.passthrough != PassthroughMode::kOn) {
+    fs->opens_policy = std::make_unique<OpensPolicy>(options.cache.slab_max_bytes);
+  }
   fs->max_nodes = options.max_nodes;
   if (Result<struct stat> root = origin.Stat(""); root.ok()) {
     fs->inodes.SetRootOriginIno(root->st_ino);
   }
   if (link != nullptr) {
     const DaemonRestart* restart = link->restart();
-    if (restart != nullptr && restart->nodes != nullptr) fs->inodes.Restore(*restart->nodes);
+    if (restart != nullptr && restart->nodes != nullptr) {
+      fs->inodes.Restore(*restart->nodes);
+      // The kernel opens files by itself on this connection for good.
+      if (restart->nodes->kernel_opens()) {
+        fs->kernel_opens = true;
+        if (fs->opens_policy) fs->opens_policy->Inherit();
+      }
+    }
     fs->inodes.SetJournal([link](std::string_view r) { link->Record(r); });
     fs->handle_tag = static_cast<uint64_t>(link->generation() & 0xFFFF) << 48;
   }
@@ -297,8 +314,9 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   // never more than a sixteenth of the cache pinned so.
   PassthroughNodes passthrough(BackingFileHooks(se, *fs, link != nullptr), kIdleBackingFiles,
                                options.cache.capacity_bytes / 16);
-  if (options.kernel_opens) {
+  if (fs->kernel_opens) {
     passthrough.Disable("opens_kernel");
+    cache->SetDataFilesInPageCache(false);
   } else if (options.passthrough == PassthroughMode::kOff) {
     passthrough.Disable("off");
   }

@@ -53,6 +53,10 @@ struct MountOptions {
   // no_open, fs/node_files.h): no round trip per open, pages kept across
   // opens, and no passthrough. Default: off (--opens daemon).
   bool kernel_opens = false;
+  // --opens auto: daemon opens until the opens seen are mostly of small
+  // files, then kernel opens (fs/opens_policy.h); never with --passthrough
+  // on. Default: off here; the CLI's default is auto.
+  bool opens_auto = false;
   // The most file nodes the kernel may hold (each costs the daemon and its
   // supervisor a record); past it the oldest looked up are dropped from the
   // kernel's dentry cache, to be looked up again if used. 0: no bound.

@@ -363,10 +363,12 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->capture_default_str()
       ->type_name("N");
   app->add_option("--opens", args->opens,
-                  "kernel lets the kernel open files without asking the daemon (no round trip per "
-                  "open, so cached small files read at page-cache speed; no passthrough)")
+                  "Who opens files: daemon (each open reaches it; passthrough for files held "
+                  "whole), kernel (no round trip per open, so cached small files read at "
+                  "page-cache speed; no passthrough), auto (daemon, then kernel once 900 of the "
+                  "last 1000 opens were of small files)")
       ->capture_default_str()
-      ->type_name("daemon|kernel");
+      ->type_name("auto|daemon|kernel");
   app->add_option("--log-level", args->log_level, "What the daemon logs")
       ->capture_default_str()
       ->type_name("error|warn|info|debug");

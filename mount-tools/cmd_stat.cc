@@ -253,8 +253,17 @@ std::string FormatStats(const nlohmann::json& s) {
   }
   if (s.value("opens", "") == "kernel") {
     // docs/opens.md: the kernel opens files by itself.
-    rows.emplace_back("opens", "by the kernel; " + Number(s, "node_files") + " node handles, " +
-                                   Number(s, "nodes_retired") + " nodes retired by a change");
+    std::string row = "by the kernel; " + Number(s, "node_files") + " node handles, " +
+                      Number(s, "nodes_retired") + " nodes retired by a change";
+    if (auto d = s.find("opens_decision"); d != s.end() && d->is_object()) {
+      row += "; --opens auto moved there after " + Number(*d, "after_opens") +
+             " opens: " + d->value("why", "");
+    }
+    rows.emplace_back("opens", row);
+  } else if (s.value("opens_asked", "") == "auto") {
+    rows.emplace_back("opens",
+                      "by the daemon (--opens auto: the kernel's once most opens are of "
+                      "small files)");
   }
   if (auto sup = s.find("supervisor"); sup != s.end() && sup->is_object()) {
     rows.emplace_back("supervisor", "pid " + Number(*sup, "pid") + ", daemon pid " +

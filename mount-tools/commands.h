@@ -65,7 +65,7 @@ struct MountArgs {
   std::vector<std::string> fuse_options;  // as given; comma lists not yet split
   std::string io_backend = "auto";
   std::string passthrough = "auto";
-  std::string opens = "daemon";
+  std::string opens = "auto";
   std::string log_level = "info";
   std::string log_file;
   bool foreground = false;

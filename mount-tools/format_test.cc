@@ -88,6 +88,17 @@ TEST(FormatStats, PassthroughRowListsFallbacksMostFirst) {
   s = {{"opens", "kernel"}, {"node_files", 120}, {"nodes_retired", 2}};
   EXPECT_EQ(Row(FormatStats(s), "opens"),
             "by the kernel; 120 node handles, 2 nodes retired by a change");
+  s = {{"opens", "daemon"}, {"opens_asked", "auto"}};
+  EXPECT_EQ(Row(FormatStats(s), "opens"),
+            "by the daemon (--opens auto: the kernel's once most opens are of small files)");
+  s = {{"opens", "kernel"},
+       {"opens_asked", "auto"},
+       {"node_files", 3},
+       {"nodes_retired", 0},
+       {"opens_decision", {{"after_opens", 1000}, {"why", "950 of the last 1000 opens ..."}}}};
+  EXPECT_EQ(Row(FormatStats(s), "opens"),
+            "by the kernel; 3 node handles, 0 nodes retired by a change; --opens auto moved "
+            "there after 1000 opens: 950 of the last 1000 opens ...");
 }
 
 TEST(FormatStats, ViewRowsOnlyWithViews) {

@@ -197,14 +197,16 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   } else {
     return Status::Invalid("--passthrough " + args.passthrough + ": must be auto, on or off");
   }
-  if (args.opens == "kernel") {
+  if (args.opens == "auto") {
+    o.opens_auto = true;
+  } else if (args.opens == "kernel") {
     o.kernel_opens = true;
     if (o.passthrough == PassthroughMode::kOn) {
       return Status::Invalid(
           "--opens kernel leaves no open to pass through: it excludes --passthrough on");
     }
   } else if (args.opens != "daemon") {
-    return Status::Invalid("--opens " + args.opens + ": must be daemon or kernel");
+    return Status::Invalid("--opens " + args.opens + ": must be auto, daemon or kernel");
   }
   static const char* kLevels[] = {"error", "warn", "info", "debug"};
   bool level_ok = false;

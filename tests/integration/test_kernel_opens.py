@@ -199,7 +199,7 @@ def test_kill9_of_a_supervised_daemon_is_survived(mounts, tmp_path):
 def test_bad_opens_values_are_one_line_errors(tmp_path):
     origin = tmp_path / "origin"
     origin.mkdir()
-    for extra, msg in ((["--opens", "user"], "--opens user: must be daemon or kernel"),
+    for extra, msg in ((["--opens", "user"], "--opens user: must be auto, daemon or kernel"),
                        (["--opens", "kernel", "--passthrough", "on"], "--passthrough on")):
         r = lib.mount_cmd_fails(origin, tmp_path / "m", tmp_path / "c", *extra)
         assert r.returncode == 2, lib.describe(r)
