@@ -90,6 +90,22 @@ Status ChunkIndex::Write(Batch& batch, const IndexMeta* new_meta) {
   return Status::OK();
 }
 
+Result<std::optional<std::string>> ChunkIndex::GetOrigin() {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kOriginKey, &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  STOKER_RETURN_IF_ERROR(FromRocks(s, "read index origin record"));
+  STOKER_ASSIGN_OR_RETURN(std::string location, DecodeOrigin(value));
+  return std::optional<std::string>(std::move(location));
+}
+
+Status ChunkIndex::PutOrigin(const std::string& location) {
+  MutexLock l(mu_);
+  Batch b;
+  b.wb.Put(kOriginKey, EncodeOrigin(location));
+  return Write(b, nullptr);
+}
+
 Result<std::optional<ObjectRecord>> ChunkIndex::GetObject(const std::string& path) {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), ObjectKey(path), &value);

@@ -78,6 +78,11 @@ class ChunkIndex {
   // between two measurements of the index's size).
   uint64_t bytes_written() const { return bytes_written_.load(); }
 
+  // The origin the cache holds (its location); none in a cache made before
+  // the record was, or not yet written.
+  Result<std::optional<std::string>> GetOrigin();
+  Status PutOrigin(const std::string& location);
+
   // Objects.
   Result<std::optional<ObjectRecord>> GetObject(const std::string& path);
   // A new path: assigns rec.object_id and returns the record as stored.

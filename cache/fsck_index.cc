@@ -8,6 +8,7 @@
 namespace stoker {
 
 Status FsckPass::Run() {
+  STOKER_RETURN_IF_ERROR(CheckOrigin());
   STOKER_RETURN_IF_ERROR(CheckObjects());
   STOKER_RETURN_IF_ERROR(CheckDrops());
   STOKER_RETURN_IF_ERROR(CheckDerived());
@@ -41,6 +42,18 @@ void FsckPass::DropChunk(const ChunkKey& key) {
   auto owner = slot.valid() ? owners_.find(IdOf(slot)) : owners_.end();
   if (owner == owners_.end() || owner->second == key) Punch(key, slot);
   Repaired(index_->DropChunk(key).status());
+}
+
+// The origin record: a bad one is dropped (the next mount writes it anew,
+// as for a cache made before it).
+Status FsckPass::CheckOrigin() {
+  Result<std::optional<std::string>> held = index_->GetOrigin();
+  if (held.ok()) return Status::OK();
+  if (held.status().code() != EBADMSG) return held.status();
+  r_.bad_records++;
+  Problem("origin record: " + held.status().message());
+  if (repair_) Repaired(index_->DeleteRaw(kOriginKey));
+  return Status::OK();
 }
 
 Status FsckPass::CheckObjects() {

@@ -53,6 +53,7 @@ class FsckPass {
   // Drops key's record and frees its slot; the slot is punched unless
   // another record owns it.
   void DropChunk(const ChunkKey& key);
+  Status CheckOrigin();
   Status CheckObjects();
   // Derived records (a view's layout) of a version no longer cached: left
   // by a put that raced the version's drop. Harmless but never reclaimed.

@@ -95,6 +95,26 @@ TEST_F(FsckTest, AFreshCacheIsClean) {
   EXPECT_EQ(r.ToJson()["clean"], true);
 }
 
+TEST_F(FsckTest, ABadOriginRecordIsReportedAndDropped) {
+  {
+    auto idx = Index();
+    ASSERT_TRUE(idx->PutOrigin("local:/data").ok());
+  }
+  EXPECT_TRUE(Check(false).clean());
+  {
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), options_.dir + "/index", &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), kOriginKey, std::string(1, '\x01') + "xy").ok());
+    delete db;
+  }
+  FsckReport r = Check(false);
+  EXPECT_EQ(r.bad_records, 1u) << r.ToJson().dump(1);
+  FsckReport fixed = Check(true);
+  EXPECT_EQ(fixed.repaired, 1u) << fixed.ToJson().dump(1);
+  EXPECT_TRUE(Check(false).clean());
+  EXPECT_FALSE(Index()->GetOrigin().value().has_value());
+}
+
 TEST_F(FsckTest, RefusesWhileADaemonHoldsTheCache) {
   auto c = OpenCache();
   auto r = CheckCache(options_.dir, false);

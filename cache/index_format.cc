@@ -273,6 +273,15 @@ Result<IndexMeta> DecodeMeta(std::string_view v) {
   return m;
 }
 
+std::string EncodeOrigin(const std::string& location) { return Writer().Str(location).Done(); }
+
+Result<std::string> DecodeOrigin(std::string_view v) {
+  Reader r(v, "origin");
+  std::string location = r.Str();
+  STOKER_RETURN_IF_ERROR(r.Finish());
+  return location;
+}
+
 std::string EncodeObject(const ObjectRecord& o) {
   return Writer()
       .U64(o.object_id)

@@ -15,6 +15,10 @@
 //                                        layout), dropped with its chunks
 //   "s" class:4 slab:4                   SlabBitmap: which slots of a slab
 //                                        are taken (cache/slab.h)
+//   "r"                                  the origin the cache holds: its
+//                                        location (Origin::Location), written
+//                                        at the first mount that knows it;
+//                                        binaries before it ignore the key
 // Values begin with kIndexFormatVersion, then little-endian fixed-width
 // fields. A value that does not decode is a Corruption status, never a guess.
 // Fields added later go at the end of a value and are optional: a chunk
@@ -102,6 +106,7 @@ inline constexpr char kIntentPrefix = 'w';
 inline constexpr char kDropPrefix = 'd';
 inline constexpr char kDerivedPrefix = 'x';
 inline constexpr char kSlabPrefix = 's';
+inline constexpr char kOriginKey[] = "r";
 
 std::string ObjectKey(std::string_view path);
 std::string ChunkRecordKey(const ChunkKey& key);
@@ -129,6 +134,9 @@ Result<std::pair<uint32_t, uint32_t>> DecodeSlabKey(std::string_view key);
 // Values.
 std::string EncodeMeta(const IndexMeta& m);
 Result<IndexMeta> DecodeMeta(std::string_view v);
+// The origin record: the origin's location.
+std::string EncodeOrigin(const std::string& location);
+Result<std::string> DecodeOrigin(std::string_view v);
 std::string EncodeObject(const ObjectRecord& r);
 Result<ObjectRecord> DecodeObject(std::string_view v);
 std::string EncodeChunk(const ChunkRecord& r);

@@ -27,6 +27,13 @@ TEST(IndexFormatTest, ValuesRoundTrip) {
   EXPECT_TRUE(DecodeIntent(EncodeIntent()).ok());
 }
 
+TEST(IndexFormatTest, TheOriginRecordRoundTrips) {
+  EXPECT_EQ(DecodeOrigin(EncodeOrigin("s3://bucket/prefix/")).value(), "s3://bucket/prefix/");
+  std::string v = EncodeOrigin("local:/data");
+  EXPECT_EQ(DecodeOrigin(v.substr(0, v.size() - 1)).status().code(), EBADMSG);
+  EXPECT_EQ(DecodeOrigin(v + "x").status().code(), EBADMSG);
+}
+
 TEST(IndexFormatTest, ObjectBlocksAreOptional) {
   ObjectRecord o = SampleObject();
   std::string v = EncodeObject(o);

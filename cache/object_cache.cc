@@ -64,11 +64,18 @@ std::string ChunkSizeText(uint64_t bytes, bool flag) {
 }
 
 Status ChunkSizeMismatch(const std::string& dir, uint64_t cached, uint64_t wanted) {
-  return Status::Error(kCacheChunkSizeMismatch,
+  return Status::Error(kCacheMismatch,
                        "cache dir '" + dir + "' holds chunks of " + ChunkSizeText(cached, false) +
                            ", not " + ChunkSizeText(wanted, false) +
                            ": mount it with --chunk-size " + ChunkSizeText(cached, true) +
                            ", or add --reset to empty it");
+}
+
+Status OriginMismatch(const std::string& dir, const std::string& cached,
+                      const std::string& wanted) {
+  return Status::Error(kCacheMismatch, "cache dir '" + dir + "' holds files of " + cached +
+                                           ", not " + wanted + ": mount it over " + cached +
+                                           ", or add --reset to empty it");
 }
 
 size_t DescriptorBudget() {
@@ -145,6 +152,17 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
     }
   }
   if (!index.ok()) return index.status();
+  if (!options.origin_location.empty()) {
+    // A cache made before the origin record gets one at its first mount.
+    Result<std::optional<std::string>> held = index.value()->GetOrigin();
+    if (!held.ok() && held.status().code() == EBADMSG) return damaged(held.status().message());
+    STOKER_RETURN_IF_ERROR(held.status());
+    if (!held->has_value()) {
+      STOKER_RETURN_IF_ERROR(index.value()->PutOrigin(options.origin_location));
+    } else if (**held != options.origin_location) {
+      return OriginMismatch(options.dir, **held, options.origin_location);
+    }
+  }
   if (!p.fresh_start.empty()) {
     LOG_WARN("cache in '{}' started empty: {}", options.dir, p.fresh_start);
   }

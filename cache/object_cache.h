@@ -10,8 +10,8 @@
 //   whose bytes match every cached chunk) keeps its version.
 // - A damaged index (ChunkIndex::Open's EBADMSG) is never wiped or guessed
 //   around: Open refuses with one line naming `stoker fsck --repair DIR`.
-//   Neither is a cache of another chunk size (kCacheChunkSizeMismatch),
-//   unless CacheOptions::reset asks to empty it. Fresh starts (a reset; an
+//   Neither is a cache of another chunk size, nor one of another origin
+//   (kCacheMismatch), unless CacheOptions::reset asks to empty it. Fresh starts (a reset; an
 //   index that was deleted) are logged and reported in
 //   Stats()["fresh_start"].
 // - A chunk is served only after its XXH3 checksum was verified by this
@@ -63,7 +63,7 @@ namespace stoker {
 // ObjectCache::Open's code for a cache dir whose index was made with another
 // chunk size than options.chunk_size (and no options.reset): one line naming
 // the dir's chunk size and --reset. What the cache holds is kept.
-inline constexpr int kCacheChunkSizeMismatch = EMEDIUMTYPE;
+inline constexpr int kCacheMismatch = EMEDIUMTYPE;
 
 // Why an open file's version cannot be leased whole (ObjectCache::LeaseWhole).
 enum class LeaseRefusal : uint8_t {

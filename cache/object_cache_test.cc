@@ -252,7 +252,7 @@ TEST_F(ObjectCacheTest, AnotherChunkSizeIsRefusedAndTheCacheKept) {
   options_.chunk_size = 2 * kCs;
   auto refused = ObjectCache::Open(options_, origin_, AsDerived(origin_));
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), kCacheChunkSizeMismatch);
+  EXPECT_EQ(refused.status().code(), kCacheMismatch);
   EXPECT_EQ(refused.status().message(), "cache dir '" + options_.dir +
                                             "' holds chunks of 64 KiB, not 128 KiB: mount it "
                                             "with --chunk-size 64K, or add --reset to empty it");
@@ -260,6 +260,37 @@ TEST_F(ObjectCacheTest, AnotherChunkSizeIsRefusedAndTheCacheKept) {
   auto cache = OpenCache();
   EXPECT_EQ(cache->Stats()["fresh_start"], "");
   EXPECT_EQ(cache->Stats()["chunks"], 3u) << "the refused open kept what the cache held";
+}
+
+TEST_F(ObjectCacheTest, AnotherOriginIsRefusedAndTheCacheKept) {
+  Put("a", Pattern(3 * kCs, 1));
+  options_.origin_location = "local:/one";
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), Pattern(3 * kCs, 1)); }
+  options_.origin_location = "local:/two";
+  auto refused = ObjectCache::Open(options_, origin_, AsDerived(origin_));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), kCacheMismatch);
+  EXPECT_EQ(refused.status().message(), "cache dir '" + options_.dir +
+                                            "' holds files of local:/one, not local:/two: mount "
+                                            "it over local:/one, or add --reset to empty it");
+  options_.origin_location = "local:/one";
+  auto cache = OpenCache();
+  EXPECT_EQ(cache->Stats()["chunks"], 3u) << "the refused open kept what the cache held";
+}
+
+TEST_F(ObjectCacheTest, ACacheWithoutAnOriginRecordGetsOneThenResetTakesItOver) {
+  Put("a", Pattern(3 * kCs, 1));
+  { ASSERT_EQ(ReadAll(*OpenCache(), "a"), Pattern(3 * kCs, 1)); }  // no location: none recorded
+  options_.origin_location = "local:/one";
+  { EXPECT_EQ(OpenCache()->Stats()["chunks"], 3u) << "an older cache is kept"; }
+  options_.origin_location = "local:/two";
+  EXPECT_EQ(ObjectCache::Open(options_, origin_, AsDerived(origin_)).status().code(),
+            kCacheMismatch)
+      << "the first open recorded local:/one";
+  options_.reset = true;
+  { EXPECT_EQ(OpenCache()->Stats()["chunks"], 0u); }
+  options_.reset = false;
+  EXPECT_EQ(OpenCache()->Stats()["fresh_start"], "") << "the reset recorded local:/two";
 }
 
 TEST_F(ObjectCacheTest, ResetEmptiesTheCacheWhateverItsChunkSize) {

@@ -25,14 +25,20 @@ struct CacheOptions {
 
   // Chunk size: the unit of fetching, checksumming and eviction. A cache
   // created with one chunk size keeps it; opening it with another size is
-  // refused (kCacheChunkSizeMismatch, nothing changed) unless reset.
+  // refused (kCacheMismatch, nothing changed) unless reset.
   // Default: 1 MiB.
   uint64_t chunk_size = 1ull << 20;
 
   // Empty the cache dir (its index and data) when it is opened, whatever it
-  // holds: how a cache made with another chunk size is taken over.
-  // Default: false.
+  // holds: how a cache made with another chunk size or over another origin
+  // is taken over. Default: false.
   bool reset = false;
+
+  // The origin's location (Origin::Location): recorded in the index at the
+  // first open; opening a cache that records another is refused
+  // (kCacheMismatch, nothing changed) unless reset. Default: "" = neither
+  // checked nor recorded (tools and tests that open a cache alone).
+  std::string origin_location;
 
   // Who the lock file names as the holder of dir (cache/cache_dir_lock.h),
   // for whoever tries it next: the process that lives as long as the mount

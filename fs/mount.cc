@@ -68,6 +68,7 @@ Result<std::unique_ptr<ObjectCache>> OpenCache(const MountOptions& options,
   cache_options.holder_pid = link != nullptr ? link->supervisor_pid() : getpid();
   cache_options.holder_mountpoint = mountpoint;
   if (link != nullptr && link->restart() != nullptr) cache_options.reset = false;
+  cache_options.origin_location = raw->Location();
   // Passthrough reads the cache's data files: their pages are the one copy
   // in memory (the daemon's opens of such files keep none: OpenNode).
   cache_options.data_files_in_page_cache = PassthroughOf(options) != PassthroughMode::kOff;
@@ -295,7 +296,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   ViewMount views;
   Result<std::unique_ptr<ObjectCache>> opened =
       OpenCache(options, mountpoint, raw_origin, link, &views);
-  if (!opened.ok() && opened.status().code() == kCacheChunkSizeMismatch) {
+  if (!opened.ok() && opened.status().code() == kCacheMismatch) {
     return Refuse(opened.status(), ready);
   }
   STOKER_RETURN_IF_ERROR(opened.status());

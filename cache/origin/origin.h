@@ -115,6 +115,11 @@ class Origin {
   virtual ~Origin() = default;
   // A short human description for logs and stat: "local:/nas/imagenet".
   virtual std::string Describe() const = 0;
+  // What the origin is, as a cache records it (CacheOptions::origin_location):
+  // a local directory's resolved path ("local:/nas/x"), a bucket and prefix
+  // ("s3://bucket/prefix", whatever the endpoint), a base URL
+  // ("https://host/base/"). Default: Describe().
+  virtual std::string Location() const { return Describe(); }
   // lstat semantics: a symlink is reported as a symlink, never followed.
   virtual Result<struct stat> Stat(const std::string& path) = 0;
   // Calls fn for each entry except "." and "..", in the origin's order;

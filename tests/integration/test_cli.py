@@ -171,6 +171,36 @@ def test_another_chunk_size_is_refused_until_reset(mounts, paths):
     m2.unmount()
 
 
+def test_another_origin_is_refused_until_reset(mounts, paths):
+    """The index records the origin it caches; a cache dir is not silently
+    taken over by another origin (its bytes would be served under another
+    tree's names)."""
+    tmp, origin, mnt, cache = paths
+    m = mounts.make(origin, mnt=mnt, cache=cache)
+    assert lib.with_deadline(lib.read_file, m.mnt / "f") == b"hello\n"
+    m.unmount()
+    before = lib.cache_data_files(cache)
+    other = tmp / "other"
+    other.mkdir()
+    (other / "f").write_bytes(b"other\n")
+    r = lib.mount_cmd_fails(other, mnt, cache, "--chunk-size", "1M", "--cache-size", "1G")
+    assert r.returncode == 2, lib.describe(r)
+    assert_refused(r, mnt, ["--reset"])
+    assert f"holds files of local:{origin.resolve()}, not local:{other.resolve()}" in r.stderr, \
+        lib.describe(r)
+    assert lib.cache_data_files(cache) == before, "the refused mount changed the cache"
+    # The same origin through a symlink is the same origin.
+    link = tmp / "link"
+    link.symlink_to(origin)
+    m2 = mounts.make(link, mnt=mnt, cache=cache)
+    assert m2.stats()["chunks"] > 0 and m2.stats()["fresh_start"] == "", m2.stats()
+    m2.unmount()
+    m3 = mounts.make(other, mnt=mnt, cache=cache, args=["--chunk-size", "1M", "--reset"])
+    assert m3.stats()["fresh_start"] == "emptied on request (--reset)", m3.stats()
+    assert lib.with_deadline(lib.read_file, m3.mnt / "f") == b"other\n"
+    m3.unmount()
+
+
 def test_foreground_refusal_of_another_chunk_size_exits_2(mounts, paths):
     tmp, origin, mnt, cache = paths
     m = mounts.make(origin, mnt=mnt, cache=cache)

@@ -44,6 +44,9 @@ class S3Origin final : public Origin {
                                                                 const OriginOptions& options);
 
   std::string Describe() const override { return describe_; }
+  // The bucket and prefix: the same objects through another endpoint (a
+  // proxy, a new port) are the same origin.
+  std::string Location() const override { return "s3://" + cfg_.bucket + "/" + cfg_.prefix; }
   Result<struct stat> Stat(const std::string& path) override;
   Status ReadDir(const std::string& path,
                  const std::function<bool(const OriginDirEntry&)>& fn) override;
