@@ -8,6 +8,7 @@
 #include "cache/index_format.h"
 #include "cache/origin/origin_backoff.h"
 #include "util/checksum.h"
+#include "util/duration.h"
 #include "util/log.h"
 
 namespace stoker {
@@ -163,7 +164,11 @@ bool FileOpener::OtherDerivation(const std::string& path, const ObjectRecord& r)
 }
 
 bool FileOpener::ValidatedWithinWindow(int64_t validated_ns) const {
+  if (revalidate_seconds_ == kNeverSeconds) return true;
   const int64_t now = RealtimeNs();
+  // Past what 64 bits of nanoseconds hold (292 years): as good as never.
+  constexpr uint64_t kMaxSeconds = INT64_MAX / 1000000000;
+  if (revalidate_seconds_ > kMaxSeconds) return now >= validated_ns;
   const int64_t window = static_cast<int64_t>(revalidate_seconds_) * 1000000000;
   return window > 0 && now >= validated_ns && now - validated_ns < window;
 }

@@ -74,7 +74,9 @@ struct CacheOptions {
   double low_watermark = 0.94;
 
   // Seconds after which an open re-checks the origin identity of a file.
-  // 0 = every open. Default: 60.
+  // 0 = every open; kNeverSeconds (util/duration.h) = never again once
+  // known, also across restarts (a change seen while reading still makes a
+  // new version). Default: 60.
   uint64_t revalidate_seconds = 60;
 
   // Bytes to prefetch ahead of a sequential reader. 0 disables. Default: 8 MiB.

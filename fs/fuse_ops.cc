@@ -116,7 +116,7 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (!st.ok()) {
       if (st.status().code() == ENOENT) {
         // A negative entry: the kernel remembers the miss for the timeout.
-        reply.Entry(EntryFor(0, {}, fs.timeout));
+        reply.Entry(EntryFor(0, {}, fs.negative_timeout()));
       } else {
         reply.Err(ErrnoFor(st.status()));
       }

@@ -97,7 +97,14 @@ struct FsContext {
   ObjectCache* const cache;
   Origin* const origin;
   ControlFiles* const control;
-  const double timeout;     // entry and attribute timeout, seconds
+  const double timeout;  // entry and attribute timeout, seconds
+  // How long the kernel may remember a name the origin does not have: the
+  // timeout, but at most kMaxNegativeTimeout, so that a file added at the
+  // origin shows within that long even with --revalidate never.
+  static constexpr double kMaxNegativeTimeout = 60;
+  double negative_timeout() const {
+    return timeout < kMaxNegativeTimeout ? timeout : kMaxNegativeTimeout;
+  }
   const unsigned max_read;  // must match -o max_read
   // Set before the session loop starts; may stay null (no invalidations).
   InvalNotifier* notifier = nullptr;

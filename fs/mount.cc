@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <memory>
@@ -142,14 +143,20 @@ struct DaemonStats {
   }
 };
 
+// The kernel's entry and attribute timeout: --revalidate, but at most a day
+// (with --revalidate never the daemon answers from what it holds, at no
+// cost to the origin, so the kernel need not hold names for ever).
+constexpr uint64_t kMaxKernelTimeout = 24 * 3600;
+
 // The FUSE context over the cache. Supervised, its inode table is journaled
 // to the supervisor, and a restarted daemon's is restored from the journal.
 std::unique_ptr<FsContext> MakeFsContext(const MountOptions& options, ObjectCache& cache,
                                          Origin& origin, ControlFiles& control,
                                          SupervisorLink* link) {
-  auto fs = std::make_unique<FsContext>(&cache, &origin, &control,
-                                        static_cast<double>(options.cache.revalidate_seconds),
-                                        MaxReadFrom(options.fuse_options));
+  auto fs = std::make_unique<FsContext>(
+      &cache, &origin, &control,
+      static_cast<double>(std::min(options.cache.revalidate_seconds, kMaxKernelTimeout)),
+      MaxReadFrom(options.fuse_options));
   fs->kernel_opens = options.kernel_opens;
   // --passthrough on asks for the opens that passthrough needs.
   if (options.opens_auto && !options.kernel_opens && options.passthrough != PassthroughMode::kOn) {
@@ -281,8 +288,12 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
   STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, ResolveMountpoint(options, restart));
   SetDirectIoEnabled(options.cache.direct_io);
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Origin> raw_origin,
-                          MakeOrigin(options.origin, options.origin_options));
+  Result<std::shared_ptr<Origin>> made = MakeOrigin(options.origin, options.origin_options);
+  if (!made.ok() && made.status().code() == kOriginRefusesOptions) {
+    return Refuse(made.status(), ready);
+  }
+  STOKER_RETURN_IF_ERROR(made.status());
+  std::shared_ptr<Origin> raw_origin = std::move(made).value();
   // A restarted daemon must not look at its own mount (see Serve); the
   // first one checked this.
   fuse_set_log_func(LogFromFuse);

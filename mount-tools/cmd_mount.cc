@@ -298,7 +298,8 @@ Subcommand AddMountCommand(CLI::App& root) {
       ->type_name("SIZE");
   app->add_option("--revalidate", args->revalidate,
                   "How long after its last check an open re-checks the origin file (0 = every "
-                  "open): seconds, or 90s, 1m, 2h, 1d")
+                  "open; never = once known, never again, for datasets that do not change): "
+                  "seconds, or 90s, 1m, 2h, 1d, or never")
       ->capture_default_str()
       ->type_name("DURATION");
   app->add_option("--prefetch", args->prefetch,

@@ -154,8 +154,13 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
                            FormatSize(kMinChunksInCache * chunk) + " with a chunk size of " +
                            FormatSize(chunk) + ")");
   }
-  STOKER_ASSIGN_OR_RETURN(o.cache.revalidate_seconds,
-                          ParseSecondsFlag("--revalidate", args.revalidate));
+  if (args.revalidate == "never") {
+    o.cache.revalidate_seconds = kNeverSeconds;
+  } else {
+    Result<uint64_t> seconds = ParseSecondsFlag("--revalidate", args.revalidate);
+    if (!seconds.ok()) return Status::Invalid(seconds.status().message() + ", or never");
+    o.cache.revalidate_seconds = *seconds;
+  }
   STOKER_ASSIGN_OR_RETURN(o.max_nodes, ParseWholeNumber("--max-nodes", args.max_nodes, "nodes"));
   if (o.max_nodes != 0 && o.max_nodes < 1000) {
     return Status::Invalid("--max-nodes " + args.max_nodes + ": 0 (no bound) or at least 1000");

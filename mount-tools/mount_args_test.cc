@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "mount-tools/commands.h"
+#include "util/duration.h"
 
 namespace stoker {
 namespace {
@@ -124,6 +125,21 @@ TEST(ToMountOptions, SizesAndOptions) {
   EXPECT_EQ(o->cache.io_backend, IoBackendKind::kSyscall);
   EXPECT_EQ(o->log_level, "debug");
   EXPECT_EQ(o->fuse_options, (std::vector<std::string>{"allow_other", "default_permissions"}));
+}
+
+TEST(ToMountOptions, RevalidateNever) {
+  MountArgs a = Args();
+  a.revalidate = "never";
+  auto o = ToMountOptions(a);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->cache.revalidate_seconds, kNeverSeconds);
+  EXPECT_EQ(o->origin_options.listing_ttl_seconds, kNeverSeconds);
+  a.revalidate = "Never";
+  o = ToMountOptions(a);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--revalidate: invalid duration 'Never'"), std::string::npos)
+      << o.status().message();
+  EXPECT_NE(o.status().message().find(", or never"), std::string::npos) << o.status().message();
 }
 
 TEST(ToMountOptions, Opens) {

@@ -11,6 +11,11 @@
 
 namespace stoker {
 
+// A number of seconds that means "never again" (`--revalidate never`):
+// whoever takes a seconds value that may be it must test for it, never add
+// to it or scale it.
+inline constexpr uint64_t kNeverSeconds = UINT64_MAX;
+
 // Seconds; EINVAL with a message naming the text for anything else: empty,
 // negative, a fraction, an unknown or repeated unit, or more seconds than
 // 64 bits hold.

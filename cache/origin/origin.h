@@ -15,6 +15,7 @@
 // Thread-safety: every method may be called from many threads at once.
 #pragma once
 
+#include <errno.h>
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -145,6 +146,11 @@ class Origin {
 
 OriginIdentity IdentityFromStat(const struct stat& st);
 
+// The code of an origin's refusal of what the options ask of it (an HTTP
+// server that sends no validators, with --revalidate never): a mount
+// refuses with exit 2, as for a bad argument.
+inline constexpr int kOriginRefusesOptions = EMEDIUMTYPE;
+
 // The paths every backend takes: relative, '/'-separated, no "", "." or ".."
 // component, no NUL ("" is the root).
 bool IsPlainRelativePath(const std::string& path);
@@ -173,7 +179,9 @@ struct OriginOptions {
   // "" = directory listings from the server (nginx autoindex).
   std::string manifest;
   // Seconds a directory listing is kept in memory; the mount passes its
-  // revalidation interval. 0 = every lookup asks the server. Default: 60.
+  // revalidation interval. 0 = every lookup asks the server; kNeverSeconds
+  // (util/duration.h) = kept for the mount's life, and an HTTP server must
+  // send ETag or Last-Modified. Default: 60.
   uint64_t listing_ttl_seconds = 60;
   // Seconds to connect; seconds a transfer may stall; retries of a failed
   // request (with exponential backoff). Default: 10, 30, 5.

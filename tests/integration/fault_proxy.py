@@ -33,6 +33,7 @@ class FaultProxy:
     def __init__(self, upstream_port):
         self.upstream_port = upstream_port
         self.rules = []
+        self.drop_headers = set()  # lower-case names of upstream headers not passed on
         self.seen = {}  # unquoted path -> count
         self.targets = []  # (method, request target as sent: path and query)
         self.lock = threading.Lock()
@@ -81,7 +82,8 @@ class FaultProxy:
                     conn.close()
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
-                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection",
+                                         *proxy.drop_headers):
                         self.send_header(k, v)
                 length = resp.getheader("Content-Length")
                 self.send_header("Content-Length",

@@ -8,6 +8,7 @@
 #include "cache/origin/remote/http_date.h"
 #include "cache/origin/remote/remote_file.h"
 #include "cache/origin/remote/url.h"
+#include "util/duration.h"
 
 namespace stoker {
 namespace {
@@ -68,6 +69,12 @@ Result<std::shared_ptr<HttpOrigin>> HttpOrigin::Create(const std::string& url,
     Result<RemoteEntry> head = origin->Head(probe, std::min(options.retries, kProbeRetries));
     if (!head.ok())
       return Status::Error(head.status().code(), what + ": " + head.status().message());
+    if (options.listing_ttl_seconds == kNeverSeconds && head->etag.empty() && head->mtime == 0) {
+      return Status::Error(kOriginRefusesOptions,
+                           what + " sends neither ETag nor Last-Modified ('" + probe +
+                               "'), so a changed file could not be told from the one cached; "
+                               "--revalidate never needs one of them");
+    }
     if (!head->is_dir && head->size > 0) {
       char byte;
       HttpRequest get;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <string_view>
 
 #include "cache/origin/origin.h"
@@ -34,8 +35,12 @@ struct stat RemoteStat(const std::string& path, const RemoteEntry& e, int64_t di
   return st;
 }
 
+// A century stands for longer ones (kNeverSeconds included): the steady
+// clock's nanoseconds hold it.
+constexpr uint64_t kLongestTtl = 100ull * 365 * 24 * 3600;
+
 ListingCache::ListingCache(uint64_t ttl_seconds, size_t max_dirs)
-    : ttl_(static_cast<int64_t>(ttl_seconds)), max_dirs_(max_dirs) {}
+    : ttl_(static_cast<int64_t>(std::min(ttl_seconds, kLongestTtl))), max_dirs_(max_dirs) {}
 
 ListingCache::Listing ListingCache::Get(const std::string& dir, bool stale) {
   MutexLock l(mu_);

@@ -43,7 +43,8 @@ struct RemoteEntry {
 // path: origin-relative ("" = the root); dir_time: the directories' times.
 struct stat RemoteStat(const std::string& path, const RemoteEntry& e, int64_t dir_time);
 
-// Listings of directories, fresh for ttl_seconds (0: never), at most
+// Listings of directories, fresh for ttl_seconds (0: never; kNeverSeconds:
+// always), at most
 // max_dirs of them (the least recently stored goes first); and the paths
 // seen to be directories. Stale listings and known directories answer while
 // the server cannot be reached, so that paths to cached files still resolve.
