@@ -460,6 +460,22 @@ std::unique_ptr<EvictionPolicy::Cursor> ChunkIndex::NewEvictCursor(uint8_t queue
   return std::make_unique<RocksCursor>(db_, queue, reverse);
 }
 
+Result<std::optional<std::string>> ChunkIndex::GetRaw(std::string_view key) {
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  STOKER_RETURN_IF_ERROR(FromRocks(s, "read index record"));
+  return std::optional<std::string>(std::move(value));
+}
+
+Status ChunkIndex::PutRaw(std::string_view key, std::string_view value) {
+  MutexLock l(mu_);
+  Batch b;
+  b.wb.Put(rocksdb::Slice(key.data(), key.size()), rocksdb::Slice(value.data(), value.size()));
+  return Write(b, nullptr);
+}
+
 Status ChunkIndex::DeleteRaw(std::string_view key) {
   MutexLock l(mu_);
   Batch b;

@@ -83,6 +83,10 @@ class ChunkIndex {
   Result<std::optional<std::string>> GetOrigin();
   Status PutOrigin(const std::string& location);
 
+  // A record of a kind the index does not interpret (a kept listing).
+  Result<std::optional<std::string>> GetRaw(std::string_view key);
+  Status PutRaw(std::string_view key, std::string_view value);
+
   // Objects.
   Result<std::optional<ObjectRecord>> GetObject(const std::string& path);
   // A new path: assigns rec.object_id and returns the record as stored.

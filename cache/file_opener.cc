@@ -201,6 +201,9 @@ Result<FileOpener::Opened> FileOpener::Open(const std::string& path, bool force,
     }
   }
   bool changed = false;
+  // A read found the file changed: what a wrapper keeps of its attributes
+  // (a kept listing) is stale, and must not make the change look undone.
+  if (l.entry && l.entry->version->changed_at_origin) p_.origin->Stale(path);
   Result<ObjectEntry> revalidated = Revalidate(path, l, who, &changed);
   if (!revalidated.ok()) return FailOpen(revalidated.status());
   return FinishOpen(path, who, std::move(revalidated).value(), changed);

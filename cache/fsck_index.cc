@@ -9,6 +9,7 @@ namespace stoker {
 
 Status FsckPass::Run() {
   STOKER_RETURN_IF_ERROR(CheckOrigin());
+  STOKER_RETURN_IF_ERROR(CheckListings());
   STOKER_RETURN_IF_ERROR(CheckObjects());
   STOKER_RETURN_IF_ERROR(CheckDrops());
   STOKER_RETURN_IF_ERROR(CheckDerived());
@@ -53,6 +54,25 @@ Status FsckPass::CheckOrigin() {
   r_.bad_records++;
   Problem("origin record: " + held.status().message());
   if (repair_) Repaired(index_->DeleteRaw(kOriginKey));
+  return Status::OK();
+}
+
+// Kept listings (--revalidate never): a bad one is dropped (the origin is
+// listed again).
+Status FsckPass::CheckListings() {
+  std::vector<std::string> bad;
+  STOKER_RETURN_IF_ERROR(
+      index_->ForEach(kListingPrefix, [&](std::string_view k, std::string_view v) {
+        if (Result<KeptListing> l = DecodeListing(v); !l.ok()) {
+          r_.bad_records++;
+          Problem("kept listing of '" + std::string(k.substr(1)) + "': " + l.status().message());
+          bad.emplace_back(k);
+        }
+        return true;
+      }));
+  if (repair_) {
+    for (const auto& k : bad) Repaired(index_->DeleteRaw(k));
+  }
   return Status::OK();
 }
 

@@ -54,6 +54,7 @@ class FsckPass {
   // another record owns it.
   void DropChunk(const ChunkKey& key);
   Status CheckOrigin();
+  Status CheckListings();
   Status CheckObjects();
   // Derived records (a view's layout) of a version no longer cached: left
   // by a put that raced the version's drop. Harmless but never reclaimed.

@@ -115,6 +115,21 @@ TEST_F(FsckTest, ABadOriginRecordIsReportedAndDropped) {
   EXPECT_FALSE(Index()->GetOrigin().value().has_value());
 }
 
+TEST_F(FsckTest, ABadKeptListingIsReportedAndDropped) {
+  {
+    auto idx = Index();
+    KeptListing l;
+    l.entries.push_back(OriginDirEntry{"x", {}});
+    ASSERT_TRUE(idx->PutRaw(ListingKey("good"), EncodeListing(l)).ok());
+    ASSERT_TRUE(idx->PutRaw(ListingKey("bad"), std::string(1, '\x01') + "xyz").ok());
+  }
+  FsckReport r = Check(false);
+  EXPECT_EQ(r.bad_records, 1u) << r.ToJson().dump(1);
+  EXPECT_EQ(Check(true).repaired, 1u);
+  EXPECT_TRUE(Check(false).clean());
+  EXPECT_TRUE(Index()->GetRaw(ListingKey("good")).value().has_value());
+}
+
 TEST_F(FsckTest, RefusesWhileADaemonHoldsTheCache) {
   auto c = OpenCache();
   auto r = CheckCache(options_.dir, false);

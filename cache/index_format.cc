@@ -273,6 +273,87 @@ Result<IndexMeta> DecodeMeta(std::string_view v) {
   return m;
 }
 
+std::string ListingKey(std::string_view dir) {
+  std::string k(1, kListingPrefix);
+  k.append(dir);
+  return k;
+}
+
+namespace {
+
+// The lstat fields a listing keeps (what RemoteStat and lstat give).
+void PutStat(Writer& w, const struct stat& st) {
+  w.U32(st.st_mode)
+      .U64(st.st_ino)
+      .U64(st.st_dev)
+      .U64(st.st_nlink)
+      .U32(st.st_uid)
+      .U32(st.st_gid)
+      .U64(static_cast<uint64_t>(st.st_size))
+      .I64(st.st_blocks)
+      .U32(static_cast<uint32_t>(st.st_blksize))
+      .I64(st.st_atim.tv_sec)
+      .U32(static_cast<uint32_t>(st.st_atim.tv_nsec))
+      .I64(st.st_mtim.tv_sec)
+      .U32(static_cast<uint32_t>(st.st_mtim.tv_nsec))
+      .I64(st.st_ctim.tv_sec)
+      .U32(static_cast<uint32_t>(st.st_ctim.tv_nsec));
+}
+
+struct stat GetStat(Reader& r) {
+  struct stat st {};
+  st.st_mode = r.U32();
+  st.st_ino = r.U64();
+  st.st_dev = r.U64();
+  st.st_nlink = r.U64();
+  st.st_uid = r.U32();
+  st.st_gid = r.U32();
+  st.st_size = static_cast<off_t>(r.U64());
+  st.st_blocks = r.I64();
+  st.st_blksize = static_cast<blksize_t>(r.U32());
+  st.st_atim.tv_sec = r.I64();
+  st.st_atim.tv_nsec = r.U32();
+  st.st_mtim.tv_sec = r.I64();
+  st.st_mtim.tv_nsec = r.U32();
+  st.st_ctim.tv_sec = r.I64();
+  st.st_ctim.tv_nsec = r.U32();
+  return st;
+}
+
+}  // namespace
+
+std::string EncodeListing(const KeptListing& l) {
+  Writer w;
+  PutStat(w, l.self);
+  w.U64(l.entries.size());
+  for (const OriginDirEntry& e : l.entries) {
+    w.Str(e.name).U8(e.attrs_complete ? 1 : 0);
+    PutStat(w, e.st);
+  }
+  return w.Done();
+}
+
+Result<KeptListing> DecodeListing(std::string_view v) {
+  Reader r(v, "listing");
+  KeptListing l;
+  l.self = GetStat(r);
+  const uint64_t n = r.U64();
+  // Each entry takes more than 64 bytes: a count beyond that is damage.
+  if (n > v.size() / 64)
+    return Status::Corruption("index listing record counts " + std::to_string(n) + " entries in " +
+                              std::to_string(v.size()) + " bytes");
+  l.entries.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    OriginDirEntry e;
+    e.name = r.Str();
+    e.attrs_complete = r.U8() != 0;
+    e.st = GetStat(r);
+    l.entries.push_back(std::move(e));
+  }
+  STOKER_RETURN_IF_ERROR(r.Finish());
+  return l;
+}
+
 std::string EncodeOrigin(const std::string& location) { return Writer().Str(location).Done(); }
 
 Result<std::string> DecodeOrigin(std::string_view v) {

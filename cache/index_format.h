@@ -15,6 +15,9 @@
 //                                        layout), dropped with its chunks
 //   "s" class:4 slab:4                   SlabBitmap: which slots of a slab
 //                                        are taken (cache/slab.h)
+//   "l" dir                              KeptListing: a directory's listing,
+//                                        kept with --revalidate never
+//                                        (cache/kept_listings.h)
 //   "r"                                  the origin the cache holds: its
 //                                        location (Origin::Location), written
 //                                        at the first mount that knows it;
@@ -30,6 +33,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cache/chunk.h"
 #include "cache/eviction.h"
@@ -107,6 +111,7 @@ inline constexpr char kDropPrefix = 'd';
 inline constexpr char kDerivedPrefix = 'x';
 inline constexpr char kSlabPrefix = 's';
 inline constexpr char kOriginKey[] = "r";
+inline constexpr char kListingPrefix = 'l';
 
 std::string ObjectKey(std::string_view path);
 std::string ChunkRecordKey(const ChunkKey& key);
@@ -134,6 +139,15 @@ Result<std::pair<uint32_t, uint32_t>> DecodeSlabKey(std::string_view key);
 // Values.
 std::string EncodeMeta(const IndexMeta& m);
 Result<IndexMeta> DecodeMeta(std::string_view v);
+// A directory's listing as kept: its own attributes and its entries'.
+struct KeptListing {
+  struct stat self {};
+  std::vector<OriginDirEntry> entries;
+};
+std::string ListingKey(std::string_view dir);
+std::string EncodeListing(const KeptListing& l);
+Result<KeptListing> DecodeListing(std::string_view v);
+
 // The origin record: the origin's location.
 std::string EncodeOrigin(const std::string& location);
 Result<std::string> DecodeOrigin(std::string_view v);

@@ -34,6 +34,38 @@ TEST(IndexFormatTest, TheOriginRecordRoundTrips) {
   EXPECT_EQ(DecodeOrigin(v + "x").status().code(), EBADMSG);
 }
 
+TEST(IndexFormatTest, AKeptListingRoundTrips) {
+  KeptListing l;
+  l.self.st_mode = S_IFDIR | 0755;
+  l.self.st_mtim = {1700000000, 5};
+  OriginDirEntry f{"file", {}};
+  f.st.st_mode = S_IFREG | 0644;
+  f.st.st_size = 12345;
+  f.st.st_ino = 77;
+  f.st.st_ctim = {1700000001, 999999999};
+  OriginDirEntry v{"view.npy", {}, false};
+  v.st.st_mode = S_IFREG;
+  l.entries = {f, v};
+  Result<KeptListing> back = DecodeListing(EncodeListing(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->self.st_mode, l.self.st_mode);
+  EXPECT_EQ(back->self.st_mtim.tv_nsec, 5);
+  ASSERT_EQ(back->entries.size(), 2u);
+  EXPECT_EQ(back->entries[0].name, "file");
+  EXPECT_EQ(back->entries[0].st.st_size, 12345);
+  EXPECT_EQ(back->entries[0].st.st_ino, 77u);
+  EXPECT_EQ(back->entries[0].st.st_ctim.tv_nsec, 999999999);
+  EXPECT_TRUE(back->entries[0].attrs_complete);
+  EXPECT_FALSE(back->entries[1].attrs_complete);
+  std::string enc = EncodeListing(l);
+  EXPECT_EQ(DecodeListing(enc.substr(0, enc.size() - 1)).status().code(), EBADMSG);
+  KeptListing none;
+  std::string empty = EncodeListing(none);
+  // A count of entries that cannot fit is damage, not an allocation.
+  std::string lying = empty.substr(0, empty.size() - 8) + std::string(8, '\xff');
+  EXPECT_EQ(DecodeListing(lying).status().code(), EBADMSG);
+}
+
 TEST(IndexFormatTest, ObjectBlocksAreOptional) {
   ObjectRecord o = SampleObject();
   std::string v = EncodeObject(o);

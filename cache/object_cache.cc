@@ -13,6 +13,7 @@
 #include "cache/io/direct_io.h"
 #include "cache/object_cache_impl.h"
 #include "cache/origin/origin_backoff.h"
+#include "util/duration.h"
 #include "util/log.h"
 #include "util/mutex.h"
 
@@ -167,6 +168,11 @@ Result<std::unique_ptr<ObjectCache>> ObjectCache::Open(const CacheOptions& optio
     LOG_WARN("cache in '{}' started empty: {}", options.dir, p.fresh_start);
   }
   p.index = std::move(index).value();
+  // A sixteenth of the bound: a million files in 1,000-entry directories
+  // take about 100 MiB of listings.
+  STOKER_ASSIGN_OR_RETURN(p.listings,
+                          ListingStore::Open(p.index.get(), options.capacity_bytes / 16,
+                                             options.revalidate_seconds == kNeverSeconds));
   STOKER_ASSIGN_OR_RETURN(p.store, ChunkStore::Open(options.dir + "/data", DescriptorBudget()));
 
   auto impl = std::make_unique<ObjectCacheImpl>(std::move(p));
@@ -192,6 +198,7 @@ ObjectCacheImpl::ObjectCacheImpl(Parts p)
       io_(std::move(p.io)),
       index_(std::move(p.index)),
       store_(std::move(p.store)),
+      listings_(std::move(p.listings)),
       chunk_size_(options_.chunk_size),
       fresh_start_(p.fresh_start),
       quota_(options_.capacity_bytes, options_.high_watermark, options_.low_watermark),
@@ -366,6 +373,8 @@ nlohmann::json ObjectCacheImpl::Stats() {
   j["index_bytes"] = index_bytes;
   j["index_headroom_bytes"] = index_size_.headroom();
   j["fresh_start"] = fresh_start_;
+  j["kept_listings"] = listings_->count();
+  j["kept_listing_bytes"] = listings_->bytes();
   j["cache_capacity_bytes"] = options_.capacity_bytes;
   // Below capacity while others fill the cache's filesystem (ChunkWriter::MeasureDisk).
   j["cache_limit_bytes"] = quota_.limit();

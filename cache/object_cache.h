@@ -88,6 +88,8 @@ const char* LeaseRefusalName(LeaseRefusal why);
 // version replaced meanwhile is dropped and its file unlinked, never
 // punched: an open descriptor keeps reading its old bytes, never new ones.
 // REQUIRES: destroyed before the ObjectCache.
+class ListingStore;
+
 class WholeFileLease {
  public:
   virtual ~WholeFileLease() = default;
@@ -195,6 +197,11 @@ class ObjectCache : public RawReader {
 
   // The counters and gauges as JSON (the stats.json schema).
   virtual nlohmann::json Stats() = 0;
+
+  // The directory listings kept with --revalidate never
+  // (cache/kept_listings.h); with any other --revalidate, none are kept and
+  // those kept before were dropped at Open.
+  virtual ListingStore& listings() = 0;
 
   virtual CacheCounters& counters() = 0;
 };

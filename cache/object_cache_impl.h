@@ -52,6 +52,7 @@
 #include "cache/hit_log.h"
 #include "cache/index_size.h"
 #include "cache/io/io_backend.h"
+#include "cache/kept_listings.h"
 #include "cache/object_cache.h"
 #include "cache/object_version.h"
 #include "cache/open_file_state.h"
@@ -81,6 +82,7 @@ class ObjectCacheImpl final : public ObjectCache {
     std::shared_ptr<IoBackend> io;
     std::unique_ptr<ChunkIndex> index;
     std::unique_ptr<ChunkStore> store;
+    std::unique_ptr<ListingStore> listings;
     // Index growth the quota keeps room for between measurements (a memtable
     // flush writes an SST before its WAL goes).
     uint64_t index_headroom = 0;
@@ -97,6 +99,7 @@ class ObjectCacheImpl final : public ObjectCache {
   Status Start();
 
   Result<Opened> Open(const std::string& path, bool force_revalidate) override;
+  ListingStore& listings() override { return *listings_; }
   Result<Opened> OpenForDerived(const std::string& path) override;
   std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed) override;
   Result<std::optional<std::string>> GetDerived(const OpenFileState& file,
@@ -141,6 +144,7 @@ class ObjectCacheImpl final : public ObjectCache {
   const std::shared_ptr<IoBackend> io_;
   const std::unique_ptr<ChunkIndex> index_;
   const std::unique_ptr<ChunkStore> store_;
+  const std::unique_ptr<ListingStore> listings_;  // uses index_: declared after it
   const uint64_t chunk_size_;
   const std::string fresh_start_;
   CacheCounters counters_;

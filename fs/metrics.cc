@@ -145,6 +145,8 @@ const std::map<std::string_view, std::string_view> kHelp = {
     {"node_files", "node handles held for the kernel's own opens (--opens kernel)"},
     {"nodes_retired", "nodes retired because their origin file changed"},
     {"listings_kept", "directory listings kept for the kernel"},
+    {"kept_listings", "directory listings kept in the index (--revalidate never)"},
+    {"kept_listing_bytes", "bytes of the directory listings kept in the index"},
     {"nodes_shed", "nodes the daemon asked the kernel to forget (--max-nodes)"},
     {"max_nodes", "the bound on nodes the kernel may hold (--max-nodes)"},
     {"open_files", "files open through the daemon"},

@@ -19,6 +19,7 @@
 
 #include "cache/cache_dir_fs.h"
 #include "cache/io/direct_io.h"
+#include "cache/kept_listings.h"
 #include "cache/object_cache.h"
 #include "cache/origin/origin.h"
 #include "decode/view/view_namespace.h"
@@ -31,6 +32,7 @@
 #include "fs/mountpoint.h"
 #include "fs/serve.h"
 #include "fs/supervisor.h"
+#include "util/duration.h"
 #include "util/log.h"
 #include "util/sanitizers.h"
 
@@ -294,6 +296,13 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   }
   STOKER_RETURN_IF_ERROR(made.status());
   std::shared_ptr<Origin> raw_origin = std::move(made).value();
+  // --revalidate never: listings kept in the index, under the views and the
+  // cache alike (cache/kept_listings.h); the store comes with the cache.
+  std::shared_ptr<KeptListingsOrigin> kept;
+  if (options.cache.revalidate_seconds == kNeverSeconds) {
+    kept = std::make_shared<KeptListingsOrigin>(raw_origin);
+    raw_origin = kept;
+  }
   // A restarted daemon must not look at its own mount (see Serve); the
   // first one checked this.
   fuse_set_log_func(LogFromFuse);
@@ -312,6 +321,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   }
   STOKER_RETURN_IF_ERROR(opened.status());
   std::unique_ptr<ObjectCache> cache = std::move(opened).value();
+  if (kept != nullptr) kept->Attach(&cache->listings());
   if (restart == nullptr) WarnOfCacheDirFs(options, *cache, ready);
   const std::shared_ptr<Origin> origin = views.origin;
 
@@ -359,7 +369,8 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   fs->dirs.Clear();
   fs->node_files.Clear();
   daemon_stats.fs = nullptr;
-  cache.reset();  // stops the cache's threads, flushes the index
+  if (kept != nullptr) kept->Attach(nullptr);  // the store goes with the cache
+  cache.reset();                               // stops the cache's threads, flushes the index
   if (views.pool) views.pool->Stop();
   if (st.ok()) LOG_INFO("unmounted {}", mountpoint);
   return st;

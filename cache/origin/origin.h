@@ -139,6 +139,10 @@ class Origin {
   // it, not wait for an unreachable server (cache/origin/origin_backoff.h).
   // Default: nullptr = always ask (a local origin fails fast).
   virtual OriginBackoff* backoff() { return nullptr; }
+  // What is held of path's attributes is known to be stale (a read found
+  // the file changed): a wrapper that keeps them (cache/kept_listings.h)
+  // asks the origin again. Default: nothing held, nothing to do.
+  virtual void Stale(const std::string& path) { (void)path; }
   // How a local origin reads file data ("io_uring", "syscall"), for stats;
   // "" where no I/O backend is involved (remote origins). Default: "".
   virtual std::string IoBackendName() const { return ""; }

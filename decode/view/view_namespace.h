@@ -52,6 +52,7 @@ class ViewNamespace final : public Origin, public DerivedSource {
                     const std::function<bool(const OriginDirEntry&)>& fn) override;
   void Expedite(const std::string& path, Urgency who) override;
   OriginBackoff* backoff() override { return raw_->backoff(); }
+  void Stale(const std::string& path) override { raw_->Stale(path); }
 
  private:
   // The view path names, and the rest of the path inside it; null if none.

@@ -1,7 +1,8 @@
 """--revalidate never (docs/semantics.md, "Static datasets"): a file known to
 the cache is opened and stat'ed from it, never checked at the origin again,
-also after a remount; a change seen while reading still makes a new version;
-an HTTP server without ETag or Last-Modified is refused."""
+also after a remount; listings are kept in the index, so a remount lists
+nothing; a change seen while reading still makes a new version; an HTTP
+server without ETag or Last-Modified is refused."""
 
 import errno
 import os
@@ -53,16 +54,26 @@ def test_a_known_file_is_never_checked_again_across_remounts(mounts, tmp_path):
     m3.unmount()
 
 
-def test_a_file_added_to_a_local_directory_shows_at_once(mounts, tmp_path):
+def test_a_tree_shows_as_first_listed_until_a_mount_that_checks(mounts, tmp_path):
     origin = tmp_path / "origin"
     origin.mkdir()
     (origin / "a").write_bytes(b"a")
-    m = mounts.make(origin, args=NEVER)
+    cache = tmp_path / "cache"
+    m = mounts.make(origin, cache=cache, args=NEVER)
     assert sorted(os.listdir(m.mnt)) == ["a"]
     (origin / "b").write_bytes(b"b")
-    assert sorted(os.listdir(m.mnt)) == ["a", "b"]
-    assert lib.with_deadline(lib.read_file, m.mnt / "b") == b"b"
+    lib.drop_caches()  # the kernel's listing and entries gone: the daemon answers
+    assert sorted(os.listdir(m.mnt)) == ["a"]
+    assert not (m.mnt / "b").exists()
     m.unmount()
+    m2 = mounts.make(origin, cache=cache, args=NEVER)
+    assert sorted(os.listdir(m2.mnt)) == ["a"]
+    assert m2.stats()["kept_listings"] == 1, m2.stats()
+    m2.unmount()
+    m3 = mounts.make(origin, cache=cache, args=NEVER[:-1] + ["0"])
+    assert sorted(os.listdir(m3.mnt)) == ["a", "b"]
+    assert lib.with_deadline(lib.read_file, m3.mnt / "b") == b"b"
+    m3.unmount()
 
 
 def test_a_change_seen_while_reading_makes_a_new_version(mounts, tmp_path):
@@ -74,6 +85,7 @@ def test_a_change_seen_while_reading_makes_a_new_version(mounts, tmp_path):
     old, new = os.urandom(8 * MIB), os.urandom(8 * MIB)
     (origin / "f").write_bytes(old)
     m = mounts.make(origin, args=NEVER + ["--prefetch", "0", "--prefetch-files", "0"])
+    assert os.listdir(m.mnt) == ["f"]  # kept: the change must not look undone by it
     with open(m.mnt / "f", "rb") as f:
         assert f.read(MIB) == old[:MIB]
     replace(origin / "f", new)
@@ -115,3 +127,64 @@ def test_an_http_server_without_validators_is_refused(mounts, tmp_path):
             m.unmount()
     finally:
         server.stop()
+
+
+def listings_asked(proxy):
+    """LIST requests the proxy passed, but the mount's one-key probe."""
+    return [t for m, t in proxy.targets if "list-type=2" in t and "max-keys=1&" not in t]
+
+
+@pytest.mark.skipif(not rs.have_moto(), reason="moto/boto3 are not installed")
+def test_a_remount_lists_nothing_at_an_object_store(mounts, tmp_path):
+    """The listings a mount read are kept in the index: a remount walks the
+    tree, stats and reads cached files with no LIST; a key added since is not
+    seen until a mount without never, which drops them."""
+    with rs.aws_env("AKIASTOKERTEST", "never-secret"):
+        server = rs.Moto(tmp_path / "moto")
+        server.start()
+        try:
+            client = server.client()
+            client.create_bucket(Bucket="never")
+            rng = lib.seeded("revalidate-never-s3")
+            data = {f"d{i}/f{j:02d}": rng.randbytes(100 + j) for i in range(3) for j in range(20)}
+            data["top"] = rng.randbytes(5000)
+            for k, body in data.items():
+                client.put_object(Bucket="never", Key=f"p/{k}", Body=body)
+            cache = tmp_path / "cache"
+            with fault_proxy.running(server.port) as proxy:
+                args = NEVER + ["--s3-endpoint", proxy.url]
+
+                def walk(mnt):
+                    seen = {}
+                    for dirpath, _, files in os.walk(mnt):
+                        for f in files:
+                            p = os.path.join(dirpath, f)
+                            seen[os.path.relpath(p, mnt)] = os.stat(p).st_size
+                    return seen
+
+                m = mounts.make("s3://never/p", cache=cache, args=args)
+                want = {k: len(v) for k, v in data.items()}
+                assert lib.with_deadline(walk, m.mnt) == want
+                assert lib.with_deadline(lib.read_file, m.mnt / "d1" / "f07") == data["d1/f07"]
+                assert m.stats()["kept_listings"] == 4, m.stats()
+                m.unmount()
+                asked = len(listings_asked(proxy))
+                assert asked >= 4, proxy.targets
+
+                client.put_object(Bucket="never", Key="p/d0/added", Body=b"new")
+                m2 = mounts.make("s3://never/p", cache=cache, args=args)
+                assert lib.with_deadline(walk, m2.mnt) == want, "a key added since shows"
+                assert lib.with_deadline(lib.read_file, m2.mnt / "d1" / "f07") == data["d1/f07"]
+                assert not (m2.mnt / "d0" / "added").exists()
+                assert listings_asked(proxy)[asked:] == [], "the remount listed"
+                assert m2.stats()["errors"] == 0
+                m2.unmount()
+
+                m3 = mounts.make("s3://never/p", cache=cache,
+                                 args=NEVER[:-1] + ["60", "--s3-endpoint", proxy.url])
+                assert m3.stats()["kept_listings"] == 0, m3.stats()
+                assert (m3.mnt / "d0" / "added").read_bytes() == b"new"
+                m3.unmount()
+        finally:
+            server.stop()
+

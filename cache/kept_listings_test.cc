@@ -1,0 +1,163 @@
+// Kept listings: answered from the index after the first listing, in a new
+// process too (a new store over the same index), bounded, and dropped by a
+// store opened without --revalidate never.
+#include "cache/kept_listings.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+
+#include "cache/chunk_index.h"
+#include "util/test_files.h"
+
+namespace stoker {
+namespace {
+
+using testing::ScratchDir;
+using testing::WriteFile;
+
+// Counts what reaches the origin.
+class CountingOrigin final : public Origin {
+ public:
+  explicit CountingOrigin(std::shared_ptr<Origin> inner) : inner_(std::move(inner)) {}
+  std::string Describe() const override { return inner_->Describe(); }
+  Result<struct stat> Stat(const std::string& path) override {
+    stats++;
+    return inner_->Stat(path);
+  }
+  Status ReadDir(const std::string& path,
+                 const std::function<bool(const OriginDirEntry&)>& fn) override {
+    listings++;
+    return inner_->ReadDir(path, fn);
+  }
+  Result<std::string> ReadLink(const std::string& path) override { return inner_->ReadLink(path); }
+  Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override {
+    return inner_->Open(path);
+  }
+  Result<std::string> GetXattr(const std::string& path, const std::string& name) override {
+    return inner_->GetXattr(path, name);
+  }
+  Result<std::vector<std::string>> ListXattr(const std::string& path) override {
+    return inner_->ListXattr(path);
+  }
+  std::atomic<int> stats{0};
+  std::atomic<int> listings{0};
+
+ private:
+  std::shared_ptr<Origin> inner_;
+};
+
+class KeptListingsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFile(origin_.Sub("a"), "aaa");
+    WriteFile(origin_.Sub("d/b"), "bbbb");
+    WriteFile(origin_.Sub("d/e/c"), "c");
+    counting_ = std::make_shared<CountingOrigin>(MakeOrigin(origin_.path()).value());
+  }
+
+  std::unique_ptr<ChunkIndex> OpenIndex() {
+    ChunkIndex::Options o;
+    o.path = cache_.Sub("index");
+    o.chunk_size_if_new = 1 << 20;
+    o.write_buffer_bytes = 1 << 20;
+    return ChunkIndex::Open(o).value();
+  }
+
+  std::set<std::string> List(Origin& o, const std::string& dir) {
+    std::set<std::string> names;
+    EXPECT_TRUE(o.ReadDir(dir, [&](const OriginDirEntry& e) {
+                   names.insert(e.name);
+                   return true;
+                 }).ok());
+    return names;
+  }
+
+  ScratchDir origin_{"kept-origin"};
+  ScratchDir cache_{"kept-cache"};
+  std::shared_ptr<CountingOrigin> counting_;
+};
+
+TEST_F(KeptListingsTest, AListedDirectoryIsNeverAskedAgainAlsoInANewProcess) {
+  {
+    auto index = OpenIndex();
+    auto store = ListingStore::Open(index.get(), 1 << 20, true).value();
+    KeptListingsOrigin kept(counting_);
+    kept.Attach(store.get());
+    EXPECT_EQ(List(kept, ""), (std::set<std::string>{"a", "d"}));
+    EXPECT_EQ(List(kept, "d"), (std::set<std::string>{"b", "e"}));
+    EXPECT_EQ(counting_->listings, 2);
+    EXPECT_EQ(List(kept, "d"), (std::set<std::string>{"b", "e"}));
+    EXPECT_EQ(counting_->listings, 2);
+    EXPECT_EQ(store->count(), 2u);
+  }
+  WriteFile(origin_.Sub("d/new"), "n");  // not seen: the listing is kept
+  counting_->stats = 0;
+  auto index = OpenIndex();
+  auto store = ListingStore::Open(index.get(), 1 << 20, true).value();
+  EXPECT_EQ(store->count(), 2u);
+  KeptListingsOrigin kept(counting_);
+  kept.Attach(store.get());
+  EXPECT_EQ(List(kept, "d"), (std::set<std::string>{"b", "e"}));
+  EXPECT_EQ(kept.Stat("d/b")->st_size, 4);
+  EXPECT_TRUE(S_ISDIR(kept.Stat("d")->st_mode));
+  EXPECT_TRUE(S_ISDIR(kept.Stat("")->st_mode));
+  EXPECT_EQ(kept.Stat("d/new").status().code(), ENOENT);
+  EXPECT_EQ(kept.Stat("missing").status().code(), ENOENT);
+  EXPECT_EQ(counting_->listings, 2) << "a new process listed again";
+  EXPECT_EQ(counting_->stats, 0) << "a stat of a listed name asked the origin";
+  // Not listed yet: asked.
+  EXPECT_EQ(kept.Stat("d/e/c")->st_size, 1);
+  EXPECT_EQ(counting_->stats, 1);
+}
+
+TEST_F(KeptListingsTest, AStoreWithoutNeverDropsWhatWasKept) {
+  {
+    auto index = OpenIndex();
+    auto store = ListingStore::Open(index.get(), 1 << 20, true).value();
+    KeptListingsOrigin kept(counting_);
+    kept.Attach(store.get());
+    List(kept, "");
+    List(kept, "d");
+  }
+  {
+    auto index = OpenIndex();
+    EXPECT_EQ(ListingStore::Open(index.get(), 1 << 20, false).value()->count(), 0u);
+  }
+  auto index = OpenIndex();
+  EXPECT_EQ(ListingStore::Open(index.get(), 1 << 20, true).value()->count(), 0u);
+}
+
+TEST_F(KeptListingsTest, TheBoundDropsTheOldestListings) {
+  auto index = OpenIndex();
+  KeptListing one;
+  one.entries.resize(10);
+  for (size_t i = 0; i < one.entries.size(); ++i) one.entries[i].name = "f" + std::to_string(i);
+  const uint64_t size = EncodeListing(one).size();
+  auto store = ListingStore::Open(index.get(), 3 * size, true).value();
+  for (const char* d : {"x", "y", "z", "w"}) ASSERT_TRUE(store->Put(d, one).ok());
+  EXPECT_EQ(store->count(), 3u);
+  EXPECT_LE(store->bytes(), 3 * size);
+  EXPECT_EQ(store->dropped(), 1u);
+  EXPECT_FALSE(store->Get("x")->has_value()) << "the oldest goes first";
+  EXPECT_TRUE(store->Get("w")->has_value());
+  KeptListing huge;
+  huge.entries.resize(100);
+  ASSERT_TRUE(store->Put("h", huge).ok());
+  EXPECT_FALSE(store->Get("h")->has_value()) << "a listing larger than the bound is not kept";
+}
+
+TEST_F(KeptListingsTest, AnUndecodableListingIsDroppedAndListedAgain) {
+  auto index = OpenIndex();
+  ASSERT_TRUE(index->PutRaw(ListingKey("d"), std::string(1, '\x01') + "bad").ok());
+  auto store = ListingStore::Open(index.get(), 1 << 20, true).value();
+  KeptListingsOrigin kept(counting_);
+  kept.Attach(store.get());
+  EXPECT_EQ(List(kept, "d"), (std::set<std::string>{"b", "e"}));
+  EXPECT_EQ(counting_->listings, 1);
+  EXPECT_EQ(store->count(), 1u);
+}
+
+}  // namespace
+}  // namespace stoker
