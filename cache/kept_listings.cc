@@ -97,6 +97,11 @@ Status ListingStore::Drop(const std::string& dir) {
   return index_->DeleteRaw(ListingKey(dir));
 }
 
+bool ListingStore::Has(const std::string& dir) const {
+  MutexLock l(mu_);
+  return where_.contains(dir);
+}
+
 uint64_t ListingStore::count() const {
   MutexLock l(mu_);
   return order_.size();

@@ -51,6 +51,8 @@ class ListingStore {
 
   // Drops dir's listing.
   Status Drop(const std::string& dir);
+  // Whether dir's listing is kept.
+  bool Has(const std::string& dir) const;
 
   uint64_t count() const;
   uint64_t bytes() const;
@@ -70,34 +72,20 @@ class ListingStore {
   std::atomic<uint64_t> dropped_{0};
 };
 
-class KeptListingsOrigin final : public Origin {
+class KeptListingsOrigin final : public ForwardingOrigin {
  public:
-  explicit KeptListingsOrigin(std::shared_ptr<Origin> inner) : inner_(std::move(inner)) {}
+  explicit KeptListingsOrigin(std::shared_ptr<Origin> inner) : ForwardingOrigin(std::move(inner)) {}
 
   // From now on, listings are kept in store (which outlives this origin's
   // use: the cache's).
   void Attach(ListingStore* store) { store_.store(store); }
 
-  std::string Describe() const override { return inner_->Describe(); }
-  std::string Location() const override { return inner_->Location(); }
   Result<struct stat> Stat(const std::string& path) override;
   Status ReadDir(const std::string& path,
                  const std::function<bool(const OriginDirEntry&)>& fn) override;
-  Result<std::string> ReadLink(const std::string& path) override { return inner_->ReadLink(path); }
-  Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override {
-    return inner_->Open(path);
-  }
-  Result<std::string> GetXattr(const std::string& path, const std::string& name) override {
-    return inner_->GetXattr(path, name);
-  }
-  Result<std::vector<std::string>> ListXattr(const std::string& path) override {
-    return inner_->ListXattr(path);
-  }
-  OriginBackoff* backoff() override { return inner_->backoff(); }
   // Drops the kept listing of path's directory: the next stat and listing
   // ask the origin (and keep what it says).
   void Stale(const std::string& path) override;
-  std::string IoBackendName() const override { return inner_->IoBackendName(); }
 
   // Listings answered from what was kept, and listings kept.
   uint64_t listings_answered() const { return answered_.load(); }
@@ -114,7 +102,6 @@ class KeptListingsOrigin final : public Origin {
   std::shared_ptr<const Decoded> Kept(const std::string& dir);
   std::shared_ptr<const Decoded> Remember(const std::string& dir, KeptListing listing);
 
-  const std::shared_ptr<Origin> inner_;
   std::atomic<ListingStore*> store_{nullptr};
   Mutex mu_;
   std::list<std::string> lru_ GUARDED_BY(mu_);  // most recent first

@@ -18,10 +18,9 @@ using testing::ScratchDir;
 using testing::WriteFile;
 
 // Counts what reaches the origin.
-class CountingOrigin final : public Origin {
+class CountingOrigin final : public ForwardingOrigin {
  public:
-  explicit CountingOrigin(std::shared_ptr<Origin> inner) : inner_(std::move(inner)) {}
-  std::string Describe() const override { return inner_->Describe(); }
+  explicit CountingOrigin(std::shared_ptr<Origin> inner) : ForwardingOrigin(std::move(inner)) {}
   Result<struct stat> Stat(const std::string& path) override {
     stats++;
     return inner_->Stat(path);
@@ -31,21 +30,8 @@ class CountingOrigin final : public Origin {
     listings++;
     return inner_->ReadDir(path, fn);
   }
-  Result<std::string> ReadLink(const std::string& path) override { return inner_->ReadLink(path); }
-  Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override {
-    return inner_->Open(path);
-  }
-  Result<std::string> GetXattr(const std::string& path, const std::string& name) override {
-    return inner_->GetXattr(path, name);
-  }
-  Result<std::vector<std::string>> ListXattr(const std::string& path) override {
-    return inner_->ListXattr(path);
-  }
   std::atomic<int> stats{0};
   std::atomic<int> listings{0};
-
- private:
-  std::shared_ptr<Origin> inner_;
 };
 
 class KeptListingsTest : public ::testing::Test {

@@ -22,6 +22,7 @@
 #include "cache/kept_listings.h"
 #include "cache/object_cache.h"
 #include "cache/origin/origin.h"
+#include "cache/origin/origin_backoff.h"
 #include "decode/view/view_namespace.h"
 #include "fs/control_files.h"
 #include "fs/fuse_access.h"
@@ -290,16 +291,28 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   const DaemonRestart* restart = link != nullptr ? link->restart() : nullptr;
   STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, ResolveMountpoint(options, restart));
   SetDirectIoEnabled(options.cache.direct_io);
+  const bool never = options.cache.revalidate_seconds == kNeverSeconds;
   Result<std::shared_ptr<Origin>> made = MakeOrigin(options.origin, options.origin_options);
   if (!made.ok() && made.status().code() == kOriginRefusesOptions) {
     return Refuse(made.status(), ready);
+  }
+  // With never, an origin that cannot be reached now may be stood in for by
+  // what the cache keeps: the mount goes on if the root's listing is kept.
+  Status unreachable;
+  if (!made.ok() && never && IsOriginUnavailable(made.status().code())) {
+    OriginOptions unchecked = options.origin_options;
+    unchecked.check_at_mount = false;
+    if (Result<std::shared_ptr<Origin>> again = MakeOrigin(options.origin, unchecked); again.ok()) {
+      unreachable = made.status();
+      made = std::move(again);
+    }
   }
   STOKER_RETURN_IF_ERROR(made.status());
   std::shared_ptr<Origin> raw_origin = std::move(made).value();
   // --revalidate never: listings kept in the index, under the views and the
   // cache alike (cache/kept_listings.h); the store comes with the cache.
   std::shared_ptr<KeptListingsOrigin> kept;
-  if (options.cache.revalidate_seconds == kNeverSeconds) {
+  if (never) {
     kept = std::make_shared<KeptListingsOrigin>(raw_origin);
     raw_origin = kept;
   }
@@ -322,6 +335,13 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   STOKER_RETURN_IF_ERROR(opened.status());
   std::unique_ptr<ObjectCache> cache = std::move(opened).value();
   if (kept != nullptr) kept->Attach(&cache->listings());
+  if (!unreachable.ok()) {
+    if (!cache->listings().Has("")) return unreachable;
+    LOG_WARN("{}; serving what the cache holds (--revalidate never, root listing kept)",
+             unreachable.message());
+    // Answered from what is held at once, the origin probed in the background.
+    if (OriginBackoff* b = raw_origin->backoff()) b->Record(unreachable);
+  }
   if (restart == nullptr) WarnOfCacheDirFs(options, *cache, ready);
   const std::shared_ptr<Origin> origin = views.origin;
 

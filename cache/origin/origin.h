@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cache/io/io_backend.h"
@@ -148,6 +149,36 @@ class Origin {
   virtual std::string IoBackendName() const { return ""; }
 };
 
+// An origin that passes every call on to another: the base of wrappers
+// that change a few (cache/kept_listings.h).
+class ForwardingOrigin : public Origin {
+ public:
+  explicit ForwardingOrigin(std::shared_ptr<Origin> inner) : inner_(std::move(inner)) {}
+  std::string Describe() const override { return inner_->Describe(); }
+  std::string Location() const override { return inner_->Location(); }
+  Result<struct stat> Stat(const std::string& path) override { return inner_->Stat(path); }
+  Status ReadDir(const std::string& path,
+                 const std::function<bool(const OriginDirEntry&)>& fn) override {
+    return inner_->ReadDir(path, fn);
+  }
+  Result<std::string> ReadLink(const std::string& path) override { return inner_->ReadLink(path); }
+  Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override {
+    return inner_->Open(path);
+  }
+  Result<std::string> GetXattr(const std::string& path, const std::string& name) override {
+    return inner_->GetXattr(path, name);
+  }
+  Result<std::vector<std::string>> ListXattr(const std::string& path) override {
+    return inner_->ListXattr(path);
+  }
+  OriginBackoff* backoff() override { return inner_->backoff(); }
+  std::string IoBackendName() const override { return inner_->IoBackendName(); }
+  void Stale(const std::string& path) override { inner_->Stale(path); }
+
+ protected:
+  const std::shared_ptr<Origin> inner_;
+};
+
 OriginIdentity IdentityFromStat(const struct stat& st);
 
 // The code of an origin's refusal of what the options ask of it (an HTTP
@@ -182,6 +213,12 @@ struct OriginOptions {
   // HTTP(S): a manifest file ("PATH SIZE" lines) listing the tree. Default:
   // "" = directory listings from the server (nginx autoindex).
   std::string manifest;
+  // Remote origins: whether the origin is asked at mount whether it can be
+  // read (reachable, the credentials good, the prefix or base there).
+  // false: nothing is asked until a request needs it (a mount with
+  // --revalidate never whose root listing the cache keeps starts while the
+  // origin is down). Default: true.
+  bool check_at_mount = true;
   // Seconds a directory listing is kept in memory; the mount passes its
   // revalidation interval. 0 = every lookup asks the server; kNeverSeconds
   // (util/duration.h) = kept for the mount's life, and an HTTP server must

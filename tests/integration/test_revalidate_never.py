@@ -188,3 +188,43 @@ def test_a_remount_lists_nothing_at_an_object_store(mounts, tmp_path):
         finally:
             server.stop()
 
+
+@pytest.mark.skipif(not rs.have_moto(), reason="moto/boto3 are not installed")
+def test_a_remount_while_the_object_store_is_down_serves_what_is_kept(mounts, tmp_path):
+    """With never and the root's listing kept, a mount starts while the
+    endpoint is down: the tree as kept, cached files read, an uncached one
+    fails with EIO. Without a kept root listing the mount fails as before."""
+    with rs.aws_env("AKIASTOKERTEST", "never-secret"):
+        server = rs.Moto(tmp_path / "moto")
+        server.start()
+        rng = lib.seeded("revalidate-never-down")
+        data = {"d/cached": rng.randbytes(3000), "d/uncached": rng.randbytes(4000)}
+        try:
+            client = server.client()
+            client.create_bucket(Bucket="never")
+            for k, body in data.items():
+                client.put_object(Bucket="never", Key=f"p/{k}", Body=body)
+            cache = tmp_path / "cache"
+            args = NEVER + ["--s3-endpoint", server.endpoint, "--origin-retries", "0",
+                            "--origin-connect-timeout", "2"]
+            m = mounts.make("s3://never/p", cache=cache, args=args)
+            assert os.listdir(m.mnt) == ["d"]  # the root's listing, kept
+            assert sorted(os.listdir(m.mnt / "d")) == ["cached", "uncached"]
+            assert lib.with_deadline(lib.read_file, m.mnt / "d" / "cached") == data["d/cached"]
+            m.unmount()
+        finally:
+            server.stop()
+        m2 = mounts.make("s3://never/p", cache=cache, args=args)
+        assert sorted(os.listdir(m2.mnt)) == ["d"]
+        assert sorted(os.listdir(m2.mnt / "d")) == ["cached", "uncached"]
+        assert os.stat(m2.mnt / "d" / "uncached").st_size == len(data["d/uncached"])
+        assert lib.with_deadline(lib.read_file, m2.mnt / "d" / "cached") == data["d/cached"]
+        with pytest.raises(OSError) as e:
+            lib.with_deadline(lib.read_file, m2.mnt / "d" / "uncached", timeout=120)
+        assert e.value.errno == errno.EIO
+        assert "root listing kept" in m2.log_path().read_text(errors="replace")
+        m2.unmount()
+        mnt = tmp_path / "mnt-fresh"
+        mnt.mkdir()
+        r = lib.mount_cmd_fails("s3://never/p", mnt, tmp_path / "fresh-cache", *args)
+        assert r.returncode == 1 and "cannot reach" in r.stderr, lib.describe(r)

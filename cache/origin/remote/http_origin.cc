@@ -45,7 +45,9 @@ Result<std::shared_ptr<HttpOrigin>> HttpOrigin::Create(const std::string& url,
 
   // Reachable, listable, and serving ranges: find a file to ask for one.
   std::string probe;
-  if (origin->manifest_) {
+  if (!options.check_at_mount) {
+    // Not asked now: the probe below is set all the same.
+  } else if (origin->manifest_) {
     probe = origin->manifest_->first_file();
   } else {
     Result<ListingCache::Listing> root = origin->List("", std::min(options.retries, kProbeRetries));

@@ -109,7 +109,9 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
                                                    const OriginOptions& options) {
   STOKER_ASSIGN_OR_RETURN(Config cfg, ConfigOf(url, options));
   std::shared_ptr<S3Origin> origin(new S3Origin(cfg, options));
-  STOKER_RETURN_IF_ERROR(origin->CheckAtMount("s3 origin '" + url + "'", options.retries));
+  if (options.check_at_mount) {
+    STOKER_RETURN_IF_ERROR(origin->CheckAtMount("s3 origin '" + url + "'", options.retries));
+  }
   // While the endpoint is unreachable, the same listing asks it again in
   // the background: no reader waits on a probe.
   std::weak_ptr<S3Origin> weak = origin;
