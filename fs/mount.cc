@@ -22,7 +22,6 @@
 #include "cache/kept_listings.h"
 #include "cache/object_cache.h"
 #include "cache/origin/origin.h"
-#include "cache/origin/origin_backoff.h"
 #include "decode/view/view_namespace.h"
 #include "fs/control_files.h"
 #include "fs/fuse_access.h"
@@ -292,20 +291,14 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   STOKER_ASSIGN_OR_RETURN(const std::string mountpoint, ResolveMountpoint(options, restart));
   SetDirectIoEnabled(options.cache.direct_io);
   const bool never = options.cache.revalidate_seconds == kNeverSeconds;
-  Result<std::shared_ptr<Origin>> made = MakeOrigin(options.origin, options.origin_options);
+  // With never, the origin is asked at mount only if the cache does not
+  // keep the root's listing (below): a remount asks it nothing, and starts
+  // while it is down.
+  OriginOptions origin_options = options.origin_options;
+  if (never) origin_options.check_at_mount = false;
+  Result<std::shared_ptr<Origin>> made = MakeOrigin(options.origin, origin_options);
   if (!made.ok() && made.status().code() == kOriginRefusesOptions) {
     return Refuse(made.status(), ready);
-  }
-  // With never, an origin that cannot be reached now may be stood in for by
-  // what the cache keeps: the mount goes on if the root's listing is kept.
-  Status unreachable;
-  if (!made.ok() && never && IsOriginUnavailable(made.status().code())) {
-    OriginOptions unchecked = options.origin_options;
-    unchecked.check_at_mount = false;
-    if (Result<std::shared_ptr<Origin>> again = MakeOrigin(options.origin, unchecked); again.ok()) {
-      unreachable = made.status();
-      made = std::move(again);
-    }
   }
   STOKER_RETURN_IF_ERROR(made.status());
   std::shared_ptr<Origin> raw_origin = std::move(made).value();
@@ -335,12 +328,12 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   STOKER_RETURN_IF_ERROR(opened.status());
   std::unique_ptr<ObjectCache> cache = std::move(opened).value();
   if (kept != nullptr) kept->Attach(&cache->listings());
-  if (!unreachable.ok()) {
-    if (!cache->listings().Has("")) return unreachable;
-    LOG_WARN("{}; serving what the cache holds (--revalidate never, root listing kept)",
-             unreachable.message());
-    // Answered from what is held at once, the origin probed in the background.
-    if (OriginBackoff* b = raw_origin->backoff()) b->Record(unreachable);
+  if (never && cache->listings().Has("")) {
+    LOG_INFO("--revalidate never: the root's listing is kept; the origin is not asked at mount");
+  } else if (never) {
+    if (Status st = raw_origin->CheckAtMount(); !st.ok()) {
+      return st.code() == kOriginRefusesOptions ? Refuse(st, ready) : st;
+    }
   }
   if (restart == nullptr) WarnOfCacheDirFs(options, *cache, ready);
   const std::shared_ptr<Origin> origin = views.origin;

@@ -140,6 +140,10 @@ class Origin {
   // it, not wait for an unreachable server (cache/origin/origin_backoff.h).
   // Default: nullptr = always ask (a local origin fails fast).
   virtual OriginBackoff* backoff() { return nullptr; }
+  // Asks the origin whether it can be read now (reachable, the credentials
+  // good, the prefix or base there): what MakeOrigin asks unless
+  // OriginOptions::check_at_mount is false. Default: OK, nothing to ask.
+  virtual Status CheckAtMount() { return Status::OK(); }
   // What is held of path's attributes is known to be stale (a read found
   // the file changed): a wrapper that keeps them (cache/kept_listings.h)
   // asks the origin again. Default: nothing held, nothing to do.
@@ -174,6 +178,7 @@ class ForwardingOrigin : public Origin {
   OriginBackoff* backoff() override { return inner_->backoff(); }
   std::string IoBackendName() const override { return inner_->IoBackendName(); }
   void Stale(const std::string& path) override { inner_->Stale(path); }
+  Status CheckAtMount() override { return inner_->CheckAtMount(); }
 
  protected:
   const std::shared_ptr<Origin> inner_;
@@ -213,11 +218,10 @@ struct OriginOptions {
   // HTTP(S): a manifest file ("PATH SIZE" lines) listing the tree. Default:
   // "" = directory listings from the server (nginx autoindex).
   std::string manifest;
-  // Remote origins: whether the origin is asked at mount whether it can be
-  // read (reachable, the credentials good, the prefix or base there).
-  // false: nothing is asked until a request needs it (a mount with
-  // --revalidate never whose root listing the cache keeps starts while the
-  // origin is down). Default: true.
+  // Remote origins: whether MakeOrigin asks the origin whether it can be
+  // read (Origin::CheckAtMount). false: nothing is asked until a request or
+  // a CheckAtMount call needs it (a mount with --revalidate never whose root
+  // listing the cache keeps asks nothing). Default: true.
   bool check_at_mount = true;
   // Seconds a directory listing is kept in memory; the mount passes its
   // revalidation interval. 0 = every lookup asks the server; kNeverSeconds

@@ -43,14 +43,28 @@ Result<std::shared_ptr<HttpOrigin>> HttpOrigin::Create(const std::string& url,
   }
   std::shared_ptr<HttpOrigin> origin(new HttpOrigin(base, options, std::move(manifest)));
 
+  origin->check_what_ = what;
+  if (options.check_at_mount) STOKER_RETURN_IF_ERROR(origin->CheckAtMount());
+  // While the server is unreachable, a HEAD of the base URL asks it again
+  // in the background: no reader waits on a probe. Any HTTP answer will do.
+  origin->client_->ProbeWith([base = origin->base_] {
+    HttpRequest req;
+    req.method = HttpRequest::Method::kHead;
+    req.url = base;
+    return std::optional<HttpRequest>(std::move(req));
+  });
+  return origin;
+}
+
+Status HttpOrigin::CheckAtMount() {
+  const std::string& what = check_what_;
+  const OriginOptions& options = options_;
   // Reachable, listable, and serving ranges: find a file to ask for one.
   std::string probe;
-  if (!options.check_at_mount) {
-    // Not asked now: the probe below is set all the same.
-  } else if (origin->manifest_) {
-    probe = origin->manifest_->first_file();
+  if (manifest_) {
+    probe = manifest_->first_file();
   } else {
-    Result<ListingCache::Listing> root = origin->List("", std::min(options.retries, kProbeRetries));
+    Result<ListingCache::Listing> root = List("", std::min(options.retries, kProbeRetries));
     if (!root.ok()) {
       Status s = root.status();
       if (s.code() == EACCES || s.code() == ENOENT) {
@@ -68,7 +82,7 @@ Result<std::shared_ptr<HttpOrigin>> HttpOrigin::Create(const std::string& url,
     }
   }
   if (!probe.empty()) {
-    Result<RemoteEntry> head = origin->Head(probe, std::min(options.retries, kProbeRetries));
+    Result<RemoteEntry> head = Head(probe, std::min(options.retries, kProbeRetries));
     if (!head.ok())
       return Status::Error(head.status().code(), what + ": " + head.status().message());
     if (options.listing_ttl_seconds == kNeverSeconds && head->etag.empty() && head->mtime == 0) {
@@ -80,12 +94,12 @@ Result<std::shared_ptr<HttpOrigin>> HttpOrigin::Create(const std::string& url,
     if (!head->is_dir && head->size > 0) {
       char byte;
       HttpRequest get;
-      get.url = origin->UrlOf(probe, false);
+      get.url = UrlOf(probe, false);
       get.range = std::make_pair(uint64_t{0}, uint64_t{1});
       get.sink = &byte;
       get.sink_len = 1;
       get.max_retries = std::min(options.retries, kProbeRetries);
-      Result<HttpResponse> r = origin->client_->Perform(get);
+      Result<HttpResponse> r = client_->Perform(get);
       if (!r.ok()) {
         return Status::Error(r.status().code(), what + ": " + r.status().message());
       }
@@ -95,20 +109,13 @@ Result<std::shared_ptr<HttpOrigin>> HttpOrigin::Create(const std::string& url,
       }
     }
   }
-  // While the server is unreachable, a HEAD of the base URL asks it again
-  // in the background: no reader waits on a probe. Any HTTP answer will do.
-  origin->client_->ProbeWith([base = origin->base_] {
-    HttpRequest req;
-    req.method = HttpRequest::Method::kHead;
-    req.url = base;
-    return std::optional<HttpRequest>(std::move(req));
-  });
-  return origin;
+  return Status::OK();
 }
 
 HttpOrigin::HttpOrigin(std::string base, const OriginOptions& options,
                        std::optional<Manifest> manifest)
     : base_(std::move(base)),
+      options_(options),
       client_(std::make_shared<HttpClient>(ClientOptions(options))),
       manifest_(std::move(manifest)),
       listings_(options.listing_ttl_seconds, kMaxListings),

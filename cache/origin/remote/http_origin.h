@@ -49,6 +49,9 @@ class HttpOrigin final : public Origin {
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override;
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
   OriginBackoff* backoff() override { return &client_->backoff(); }
+  // Reachable, listable (or a manifest), serving ranges; with --revalidate
+  // never, sending ETag or Last-Modified (else kOriginRefusesOptions).
+  Status CheckAtMount() override;
 
  private:
   HttpOrigin(std::string base, const OriginOptions& options, std::optional<Manifest> manifest);
@@ -64,6 +67,8 @@ class HttpOrigin final : public Origin {
   }
 
   const std::string base_;  // ends with '/'
+  const OriginOptions options_;
+  std::string check_what_;  // "http origin 'URL'", for CheckAtMount's messages
   const std::shared_ptr<HttpClient> client_;
   const std::optional<Manifest> manifest_;
   ListingCache listings_;

@@ -109,9 +109,9 @@ Result<std::shared_ptr<S3Origin>> S3Origin::Create(const std::string& url,
                                                    const OriginOptions& options) {
   STOKER_ASSIGN_OR_RETURN(Config cfg, ConfigOf(url, options));
   std::shared_ptr<S3Origin> origin(new S3Origin(cfg, options));
-  if (options.check_at_mount) {
-    STOKER_RETURN_IF_ERROR(origin->CheckAtMount("s3 origin '" + url + "'", options.retries));
-  }
+  origin->check_what_ = "s3 origin '" + url + "'";
+  origin->check_retries_ = options.retries;
+  if (options.check_at_mount) STOKER_RETURN_IF_ERROR(origin->CheckAtMount());
   // While the endpoint is unreachable, the same listing asks it again in
   // the background: no reader waits on a probe.
   std::weak_ptr<S3Origin> weak = origin;
@@ -143,7 +143,9 @@ Result<S3Origin::Config> S3Origin::ConfigOf(const std::string& url, const Origin
   return cfg;
 }
 
-Status S3Origin::CheckAtMount(const std::string& what, int retries) const {
+Status S3Origin::CheckAtMount() {
+  const std::string& what = check_what_;
+  const int retries = check_retries_;
   HttpRequest probe = ListOneKey();
   probe.max_retries = std::min(retries, kProbeRetries);
   Result<HttpResponse> r = Perform(probe);

@@ -55,6 +55,9 @@ class S3Origin final : public Origin {
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override;
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
   OriginBackoff* backoff() override { return &client_->backoff(); }
+  // One key of the prefix asked for: the endpoint answers, the bucket
+  // exists, the keys are good, the prefix holds something.
+  Status CheckAtMount() override;
 
  private:
   struct Config {
@@ -72,7 +75,6 @@ class S3Origin final : public Origin {
   // exists, the keys are good, the prefix holds something. what names the
   // origin in the errors.
   static Result<Config> ConfigOf(const std::string& url, const OriginOptions& options);
-  Status CheckAtMount(const std::string& what, int retries) const;
   // Why the endpoint refused the check (a missing bucket, keys refused, the
   // wrong region, ...).
   Status RefusedAtMount(const HttpResponse& r, const std::string& what) const;
@@ -103,6 +105,8 @@ class S3Origin final : public Origin {
 
   const Config cfg_;
   const std::string describe_;
+  std::string check_what_;  // "s3 origin 'URL'", for CheckAtMount's messages
+  int check_retries_ = 0;
   const int page_size_;
   const std::shared_ptr<HttpClient> client_;
   ListingCache listings_;
