@@ -191,9 +191,7 @@ Result<struct stat> KeptListingsOrigin::Stat(const std::string& path) {
 Status KeptListingsOrigin::ReadDir(const std::string& path,
                                    const std::function<bool(const OriginDirEntry&)>& fn) {
   std::shared_ptr<const Decoded> d = Kept(path);
-  if (d != nullptr) {
-    answered_++;
-  } else {
+  if (d == nullptr) {
     KeptListing listing;
     STOKER_RETURN_IF_ERROR(inner_->ReadDir(path, [&](const OriginDirEntry& e) {
       listing.entries.push_back(e);

@@ -87,9 +87,6 @@ class KeptListingsOrigin final : public ForwardingOrigin {
   // ask the origin (and keep what it says).
   void Stale(const std::string& path) override;
 
-  // Listings answered from what was kept, and listings kept.
-  uint64_t listings_answered() const { return answered_.load(); }
-
  private:
   // A kept listing, decoded, with its names indexed.
   struct Decoded {
@@ -108,7 +105,6 @@ class KeptListingsOrigin final : public ForwardingOrigin {
   std::unordered_map<std::string,
                      std::pair<std::shared_ptr<const Decoded>, std::list<std::string>::iterator>>
       decoded_ GUARDED_BY(mu_);
-  std::atomic<uint64_t> answered_{0};
 };
 
 }  // namespace stoker
