@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "cache/origin/origin.h"
 #include "util/status.h"
@@ -67,6 +68,14 @@ class DerivedSource {
   // jobs) may move that work up to who's urgency. A hint: it changes no
   // result, and work that has not begun yet may not be found.
   virtual void Expedite(const std::string& path, Urgency who) = 0;
+
+  // The derived paths made from the plain path prefix or from what lies
+  // below it, as prefixes in IsAtOrUnder's sense (util/path.h): what
+  // `stoker refresh` of prefix marks unchecked beside it. Default: none.
+  virtual std::vector<std::string> DerivedPrefixes(const std::string& prefix) const {
+    (void)prefix;
+    return {};
+  }
 };
 
 // A mount without decoded views: no path is derived.

@@ -1,5 +1,6 @@
 #include "cache/file_opener.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <functional>
@@ -10,6 +11,7 @@
 #include "util/checksum.h"
 #include "util/duration.h"
 #include "util/log.h"
+#include "util/path.h"
 
 namespace stoker {
 namespace {
@@ -163,7 +165,52 @@ bool FileOpener::OtherDerivation(const std::string& path, const ObjectRecord& r)
   return r.identity.dev != dev;
 }
 
+Result<uint64_t> FileOpener::Refresh(const std::string& prefix) {
+  p_.origin->Refresh(prefix);
+  // The files made from those under prefix (a view's) are asked again too:
+  // their records would otherwise stand for the sources' old versions.
+  std::vector<std::string> prefixes = p_.derived->DerivedPrefixes(prefix);
+  prefixes.push_back(prefix);
+  std::vector<std::string> paths;
+  for (const std::string& under : prefixes) {
+    std::vector<std::string> held = p_.versions->PathsUnder(under);
+    paths.insert(paths.end(), held.begin(), held.end());
+    // Object keys are kObjectPrefix + path: every path under `under` starts
+    // with its key (and so do siblings such as "under2": skipped).
+    STOKER_RETURN_IF_ERROR(
+        p_.index->ForEachPrefix(ObjectKey(under), [&](std::string_view key, std::string_view) {
+          Result<std::string> path = DecodeObjectKey(key);
+          if (path.ok() && IsAtOrUnder(*path, under)) paths.push_back(std::move(path).value());
+          return true;
+        }));
+  }
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  uint64_t marked = 0;
+  for (const std::string& path : paths) {
+    auto& stripes = p_.derived->IsDerived(path) ? derived_stripes_ : open_stripes_;
+    std::lock_guard<TimedMutex> stripe(stripes[std::hash<std::string>()(path) % stripes.size()]);
+    bool was_checked = false;
+    if (std::optional<ObjectEntry> e = p_.versions->Find(path); e && e->rec.validated_ns != 0) {
+      e->rec.validated_ns = 0;
+      p_.versions->Put(path, std::move(*e));
+      was_checked = true;
+    }
+    auto r = p_.index->GetObject(path);
+    if (r.ok() && r->has_value() && (*r)->validated_ns != 0) {
+      ObjectRecord rec = **r;
+      rec.validated_ns = 0;
+      STOKER_RETURN_IF_ERROR(p_.index->UpdateObject(path, rec));
+      was_checked = true;
+    }
+    if (was_checked) marked++;
+  }
+  return marked;
+}
+
 bool FileOpener::ValidatedWithinWindow(int64_t validated_ns) const {
+  // Marked unchecked (Refresh), or never checked.
+  if (validated_ns == 0) return false;
   if (revalidate_seconds_ == kNeverSeconds) return true;
   const int64_t now = RealtimeNs();
   // Past what 64 bits of nanoseconds hold (292 years): as good as never.

@@ -90,6 +90,13 @@ class FileOpener {
   // ObjectCache::HeldAttr. Never asks the origin.
   std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed);
 
+  // ObjectCache::Refresh: the origin's kept listings under prefix go first
+  // (Origin::Refresh), then each path's record is marked unchecked (its
+  // check time 0, which no --revalidate window holds) under its stripe, so
+  // that no open in between records an older check over it. The version a
+  // record names is never changed here.
+  Result<uint64_t> Refresh(const std::string& prefix);
+
  private:
   using ObjectEntry = VersionTable::Entry;
   // What Open knows of a path before asking the origin.

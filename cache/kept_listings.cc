@@ -5,6 +5,7 @@
 
 #include "cache/chunk_index.h"
 #include "util/log.h"
+#include "util/path.h"
 
 namespace stoker {
 
@@ -97,6 +98,20 @@ Status ListingStore::Drop(const std::string& dir) {
   return index_->DeleteRaw(ListingKey(dir));
 }
 
+Status ListingStore::DropUnder(const std::string& prefix) {
+  std::vector<std::string> dirs;
+  {
+    MutexLock l(mu_);
+    for (const auto& [dir, bytes] : order_) {
+      if (IsAtOrUnder(dir, prefix) || (!prefix.empty() && dir == ParentOf(prefix))) {
+        dirs.push_back(dir);
+      }
+    }
+  }
+  for (const std::string& dir : dirs) STOKER_RETURN_IF_ERROR(Drop(dir));
+  return Status::OK();
+}
+
 bool ListingStore::Has(const std::string& dir) const {
   MutexLock l(mu_);
   return where_.contains(dir);
@@ -168,6 +183,26 @@ void KeptListingsOrigin::Stale(const std::string& path) {
     }
   }
   inner_->Stale(path);
+}
+
+void KeptListingsOrigin::Refresh(const std::string& prefix) {
+  {
+    MutexLock l(mu_);
+    for (auto it = decoded_.begin(); it != decoded_.end();) {
+      if (IsAtOrUnder(it->first, prefix) || (!prefix.empty() && it->first == ParentOf(prefix))) {
+        lru_.erase(it->second.second);
+        it = decoded_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (ListingStore* store = store_.load()) {
+    if (Status s = store->DropUnder(prefix); !s.ok()) {
+      LOG_WARN("dropping the kept listings under '{}': {}", prefix, s.message());
+    }
+  }
+  inner_->Refresh(prefix);
 }
 
 Result<struct stat> KeptListingsOrigin::Stat(const std::string& path) {

@@ -51,6 +51,9 @@ class ListingStore {
 
   // Drops dir's listing.
   Status Drop(const std::string& dir);
+  // Drops the listings of prefix, of every directory below it, and of
+  // prefix's parent (which holds prefix's own entry); "" drops them all.
+  Status DropUnder(const std::string& prefix);
   // Whether dir's listing is kept.
   bool Has(const std::string& dir) const;
 
@@ -86,6 +89,9 @@ class KeptListingsOrigin final : public ForwardingOrigin {
   // Drops the kept listing of path's directory: the next stat and listing
   // ask the origin (and keep what it says).
   void Stale(const std::string& path) override;
+  // Drops what is kept of prefix's tree (ListingStore::DropUnder), held
+  // decoded too, then passes it on.
+  void Refresh(const std::string& prefix) override;
 
  private:
   // A kept listing, decoded, with its names indexed.

@@ -51,6 +51,22 @@ class KeptListingsTest : public ::testing::Test {
     return ChunkIndex::Open(o).value();
   }
 
+  // An index, a store over it and an origin that keeps listings in it: what
+  // one mount's process holds.
+  struct Kept {
+    std::unique_ptr<ChunkIndex> index;
+    std::unique_ptr<ListingStore> store;
+    std::unique_ptr<KeptListingsOrigin> origin;
+  };
+  Kept OpenKept() {
+    Kept k;
+    k.index = OpenIndex();
+    k.store = ListingStore::Open(k.index.get(), 1 << 20, true).value();
+    k.origin = std::make_unique<KeptListingsOrigin>(counting_);
+    k.origin->Attach(k.store.get());
+    return k;
+  }
+
   std::set<std::string> List(Origin& o, const std::string& dir) {
     std::set<std::string> names;
     EXPECT_TRUE(o.ReadDir(dir, [&](const OriginDirEntry& e) {
@@ -98,14 +114,40 @@ TEST_F(KeptListingsTest, AListedDirectoryIsNeverAskedAgainAlsoInANewProcess) {
   EXPECT_EQ(counting_->stats, 1);
 }
 
-TEST_F(KeptListingsTest, AStoreWithoutNeverDropsWhatWasKept) {
+// `stoker refresh d/e`: the listings of d/e and below, and of d (which
+// names e), are asked again, in this process and the next; the rest stay.
+TEST_F(KeptListingsTest, ARefreshDropsTheSubtreeAndItsParentOnly) {
   {
-    auto index = OpenIndex();
-    auto store = ListingStore::Open(index.get(), 1 << 20, true).value();
-    KeptListingsOrigin kept(counting_);
-    kept.Attach(store.get());
+    Kept k = OpenKept();
+    KeptListingsOrigin& kept = *k.origin;
     List(kept, "");
     List(kept, "d");
+    List(kept, "d/e");
+    ASSERT_EQ(counting_->listings, 3);
+    WriteFile(origin_.Sub("d/e/new"), "n");
+    WriteFile(origin_.Sub("d/new2"), "n");
+    WriteFile(origin_.Sub("new3"), "n");
+    kept.Refresh("d/e");
+    EXPECT_EQ(List(kept, "d/e"), (std::set<std::string>{"c", "new"}));
+    EXPECT_EQ(List(kept, "d"), (std::set<std::string>{"b", "e", "new2"}));
+    EXPECT_EQ(List(kept, ""), (std::set<std::string>{"a", "d"})) << "the root was kept";
+    EXPECT_EQ(counting_->listings, 5);
+    EXPECT_EQ(kept.Stat("d/e/new")->st_size, 1);
+  }
+  Kept k = OpenKept();
+  KeptListingsOrigin& kept = *k.origin;
+  EXPECT_EQ(List(kept, "d/e"), (std::set<std::string>{"c", "new"})) << "kept as listed again";
+  EXPECT_EQ(counting_->listings, 5);
+  kept.Refresh("");
+  EXPECT_EQ(k.store->count(), 0u);
+  EXPECT_EQ(List(kept, ""), (std::set<std::string>{"a", "d", "new3"}));
+}
+
+TEST_F(KeptListingsTest, AStoreWithoutNeverDropsWhatWasKept) {
+  {
+    Kept k = OpenKept();
+    List(*k.origin, "");
+    List(*k.origin, "d");
   }
   {
     auto index = OpenIndex();

@@ -287,6 +287,10 @@ std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bo
   return opener_.HeldAttr(path, origin_failed);
 }
 
+Result<uint64_t> ObjectCacheImpl::Refresh(const std::string& prefix) {
+  return opener_.Refresh(prefix);
+}
+
 std::shared_lock<std::shared_mutex> ObjectCacheImpl::HoldServe(OpenFileState& file) {
   return std::shared_lock<std::shared_mutex>(file.version->serving);
 }

@@ -146,6 +146,14 @@ class ObjectCache : public RawReader {
   // answers the same way). Never asks the origin.
   virtual std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed) = 0;
 
+  // `stoker refresh`: everything held of the origin at or below prefix ("" is
+  // the root) is asked of it again, once, whatever --revalidate says (never
+  // included): the listings a wrapper keeps go (Origin::Refresh), and each
+  // path's next open or lookup revalidates it, in this process and, as the
+  // index records, after a remount. A changed file gets a new version at its
+  // next open; open files keep theirs. Returns how many files were marked.
+  virtual Result<uint64_t> Refresh(const std::string& prefix) = 0;
+
   // Held by fs/ from before a Read until its reply has reached the kernel.
   // When an open finds the origin file changed, the version it replaces is
   // superseded (its later reads fail with ESTALE) and the open waits for

@@ -102,6 +102,7 @@ class ObjectCacheImpl final : public ObjectCache {
   ListingStore& listings() override { return *listings_; }
   Result<Opened> OpenForDerived(const std::string& path) override;
   std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed) override;
+  Result<uint64_t> Refresh(const std::string& prefix) override;
   Result<std::optional<std::string>> GetDerived(const OpenFileState& file,
                                                 const std::string& name) override;
   Status PutDerived(const OpenFileState& file, const std::string& name,

@@ -5,6 +5,7 @@
 
 #include "cache/object_cache.h"
 #include "cache/object_cache_test_util.h"
+#include "util/duration.h"
 
 namespace stoker {
 namespace object_cache_test {
@@ -362,6 +363,55 @@ TEST_F(ObjectCacheTest, AttrsWithinTheRevalidationWindowComeFromTheCache) {
   auto cache = OpenCache();
   EXPECT_FALSE(cache->HeldAttr("a", false).has_value());
   EXPECT_EQ(cache->counters().attrs_from_cache.load(), 0u);
+}
+
+// --revalidate never: a file once checked is not asked about again, also
+// in the next process, until a refresh of it or of a directory above it;
+// then its next open sees the change (a new version), and an open from
+// before keeps reading the old one or fails, never mixes them.
+TEST_F(ObjectCacheTest, NeverAsksAgainUntilARefresh) {
+  Put("d/a", Pattern(2 * kCs, 1));
+  Put("d/b", Pattern(kCs, 2));
+  Put("e/c", Pattern(kCs, 3));
+  options_.revalidate_seconds = kNeverSeconds;
+  options_.dir_prefetch_files = 0;
+  {
+    auto cache = OpenCache();
+    for (const char* p : {"d/a", "d/b", "e/c"}) ASSERT_FALSE(ReadAll(*cache, p).empty());
+  }
+  RenameOverKeepingTimes("d/a", Pattern(2 * kCs, 7));
+  RenameOverKeepingTimes("e/c", Pattern(kCs, 8));
+  auto cache = OpenCache();
+  const int asked = origin_->stat_calls();
+  auto before = cache->Open("d/a", false).value();
+  EXPECT_FALSE(before.changed);
+  EXPECT_EQ(ReadRange(*cache, before, 0, 2 * kCs), Pattern(2 * kCs, 1)) << "held, not asked";
+  EXPECT_TRUE(cache->HeldAttr("e/c", false).has_value());
+  EXPECT_EQ(origin_->stat_calls(), asked);
+
+  Result<uint64_t> marked = cache->Refresh("d");
+  ASSERT_TRUE(marked.ok()) << marked.status().message();
+  EXPECT_EQ(*marked, 2u) << "d/a and d/b, not e/c";
+  EXPECT_FALSE(cache->HeldAttr("d/a", false).has_value()) << "the origin is to be asked";
+  EXPECT_TRUE(cache->HeldAttr("e/c", false).has_value());
+  auto after = cache->Open("d/a", false).value();
+  EXPECT_TRUE(after.changed);
+  EXPECT_EQ(ReadRange(*cache, after, 0, 2 * kCs), Pattern(2 * kCs, 7));
+  Status s;
+  const std::string old = ReadRange(*cache, before, 0, 2 * kCs, &s);
+  EXPECT_TRUE(old == Pattern(2 * kCs, 1) || s.code() == ESTALE) << "mixed or wrong bytes";
+  // Asked once, then held again.
+  const int asked_after = origin_->stat_calls();
+  ASSERT_FALSE(ReadAll(*cache, "d/a").empty());
+  EXPECT_TRUE(cache->HeldAttr("d/a", false).has_value());
+  EXPECT_EQ(origin_->stat_calls(), asked_after);
+  // A refresh outlives the process that was asked for it.
+  ASSERT_EQ(*cache->Refresh("e/c"), 1u);
+  cache.reset();
+  cache = OpenCache();
+  EXPECT_FALSE(cache->HeldAttr("e/c", false).has_value());
+  EXPECT_EQ(ReadAll(*cache, "e/c"), Pattern(kCs, 8));
+  EXPECT_EQ(*cache->Refresh("nothing/here"), 0u);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <ctime>
 #include <utility>
 
+#include "util/path.h"
+
 namespace stoker {
 namespace {
 
@@ -35,6 +37,15 @@ void VersionTable::Put(const std::string& path, Entry entry) {
 void VersionTable::Forget(const std::string& path) {
   MutexLock l(mu_);
   entries_.erase(path);
+}
+
+std::vector<std::string> VersionTable::PathsUnder(const std::string& prefix) const {
+  MutexLock l(mu_);
+  std::vector<std::string> out;
+  for (const auto& [path, entry] : entries_) {
+    if (IsAtOrUnder(path, prefix)) out.push_back(path);
+  }
+  return out;
 }
 
 size_t VersionTable::size() const {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cache/index_format.h"
 #include "cache/object_version.h"
@@ -42,6 +43,8 @@ class VersionTable {
   // Keeps entry as path's (replacing what was there), trimming past the bound.
   void Put(const std::string& path, Entry entry);
   void Forget(const std::string& path);
+  // The paths held at or below prefix ("" is the root: all of them).
+  std::vector<std::string> PathsUnder(const std::string& prefix) const;
   size_t size() const;
 
   // The version a record stands for: its key, identity, chunk count and the

@@ -7,6 +7,7 @@
 
 #include "fs/control_files.h"
 #include "fs/fs_path.h"
+#include "util/log.h"
 
 namespace stoker {
 
@@ -114,11 +115,31 @@ nlohmann::json Order(const nlohmann::json& request, ObjectCache& cache,
   return {{"ok", true}, {"order", request["order"]}, {"files", rels->size()}};
 }
 
+// {"op": "refresh", "path": P}: P's tree is asked of the origin again.
+nlohmann::json Refresh(const nlohmann::json& request, ObjectCache& cache,
+                       const std::string& mountpoint, const ForgetKernelFn& forget_kernel) {
+  auto it = request.find("path");
+  if (it == request.end() || !it->is_string()) {
+    return Error("refresh: \"path\" must be a string");
+  }
+  Result<std::vector<std::string>> rels =
+      OriginPaths("refresh", {it->get<std::string>()}, mountpoint);
+  if (!rels.ok()) return Error(rels.status().message());
+  const std::string& rel = rels->front();
+  Result<uint64_t> files = cache.Refresh(rel);
+  if (!files.ok()) return Error("refresh: " + files.status().message());
+  const uint64_t nodes = forget_kernel ? forget_kernel(rel) : 0;
+  LOG_INFO("refresh of '{}': {} files and {} kernel nodes are asked of the origin again", rel,
+           *files, nodes);
+  return {{"ok", true}, {"files", *files}, {"nodes", nodes}};
+}
+
 }  // namespace
 
 nlohmann::json HandleControlRequest(const nlohmann::json& request, ObjectCache& cache,
                                     const std::string& mountpoint,
-                                    const std::function<nlohmann::json()>& stats) {
+                                    const std::function<nlohmann::json()>& stats,
+                                    const ForgetKernelFn& forget_kernel) {
   if (!request.contains("op") || !request["op"].is_string()) {
     return Error("control request has no \"op\"");
   }
@@ -128,6 +149,7 @@ nlohmann::json HandleControlRequest(const nlohmann::json& request, ObjectCache& 
   if (op == "warm") return Warm(request, cache, mountpoint);
   if (op == "warm_status") return WarmStatus(request, cache);
   if (op == "order") return Order(request, cache, mountpoint);
+  if (op == "refresh") return Refresh(request, cache, mountpoint, forget_kernel);
   return Error("unknown control op '" + op + "'");
 }
 

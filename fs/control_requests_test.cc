@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cache/cache_test_util.h"
+#include "util/eventually.h"
 
 namespace stoker {
 namespace {
@@ -66,6 +67,38 @@ TEST_F(ControlRequestsTest, BadRequestsAnswerOneLineErrors) {
     ASSERT_TRUE(a["error"].is_string()) << r.dump();
     EXPECT_EQ(a["error"].get<std::string>().find('\n'), std::string::npos);
   }
+}
+
+TEST_F(ControlRequestsTest, RefreshMarksTheSubtreeAndAsksTheKernelToForgetIt) {
+  ASSERT_EQ(Do({{"op", "warm"}, {"path", "train"}})["ok"], true);
+  ASSERT_TRUE(testing::Eventually([&] { return cache_->counters().warm_files_done.load() == 2u; }));
+  std::vector<std::string> forgotten;
+  auto refresh = [&](const nlohmann::json& r) {
+    return HandleControlRequest(
+        r, *cache_, "/mnt/data", [] { return nlohmann::json(); },
+        [&](const std::string& path) {
+          forgotten.push_back(path);
+          return uint64_t{3};
+        });
+  };
+  nlohmann::json a = refresh({{"op", "refresh"}, {"path", "/mnt/data/train"}});
+  ASSERT_EQ(a["ok"], true) << a.dump();
+  EXPECT_EQ(a["files"], 2);
+  EXPECT_EQ(a["nodes"], 3);
+  EXPECT_EQ(forgotten, std::vector<std::string>{"train"});
+  EXPECT_EQ(refresh({{"op", "refresh"}, {"path", "/mnt/data"}})["ok"], true);
+  EXPECT_EQ(forgotten.back(), "");
+  nlohmann::json missing = refresh({{"op", "refresh"}, {"path", "train/not-yet"}});
+  EXPECT_EQ(missing["ok"], true) << "a path the mount does not show yet";
+  EXPECT_EQ(missing["files"], 0);
+  for (const nlohmann::json& r :
+       {nlohmann::json{{"op", "refresh"}}, nlohmann::json{{"op", "refresh"}, {"path", 1}},
+        nlohmann::json{{"op", "refresh"}, {"path", "../x"}},
+        nlohmann::json{{"op", "refresh"}, {"path", ".stoker"}}}) {
+    nlohmann::json e = refresh(r);
+    EXPECT_EQ(e["ok"], false) << r.dump();
+  }
+  EXPECT_EQ(forgotten.size(), 3u) << "a refused refresh forgot something";
 }
 
 TEST_F(ControlRequestsTest, OrderSetsAddsToAndClearsTheOrder) {

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fs/errno_map.h"
 #include "fs/fs_path.h"
@@ -428,6 +430,29 @@ namespace stoker {
 const fuse_lowlevel_ops& StokerLowlevelOps() {
   static const fuse_lowlevel_ops ops = fuse_ops::MakeOps();
   return ops;
+}
+
+uint64_t ForgetSubtree(FsContext& fs, const std::string& prefix) {
+  const std::vector<InodeTable::Entry> nodes = fs.inodes.Under(prefix);
+  // The directory whose listing names prefix (a file added or removed there).
+  std::optional<uint64_t> dir;
+  if (!prefix.empty()) dir = fs.inodes.Find(ParentOf(prefix));
+  {
+    MutexLock lock(fs.listings_mu);
+    for (const InodeTable::Entry& n : nodes) fs.listings.erase(n.id);
+    if (dir) fs.listings.erase(*dir);
+  }
+  if (fs.notifier == nullptr) return 0;
+  if (dir) {
+    fs.notifier->Invalidate(*dir);
+    // Not a node: the kernel may remember that the name was missing.
+    if (nodes.empty()) fs.notifier->InvalidateEntry(*dir, BaseName(prefix));
+  }
+  for (const InodeTable::Entry& n : nodes) {
+    fs.notifier->Invalidate(n.id);
+    if (n.id != InodeTable::kRootId) fs.notifier->InvalidateEntry(n.parent, n.name);
+  }
+  return nodes.size();
 }
 
 }  // namespace stoker

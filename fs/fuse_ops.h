@@ -191,4 +191,13 @@ struct FsContext {
 // The operation table; its userdata must be an FsContext*.
 const fuse_lowlevel_ops& StokerLowlevelOps();
 
+// `stoker refresh` (fs/control_requests.h): tells the kernel to drop what
+// it holds of the nodes at or below origin path prefix (each one's
+// attributes and pages, a directory's cached listing among them, and the
+// entry that names it), and of prefix's directory's listing, so that the
+// next lookups and listings come here; and forgets when those directories
+// were last listed (FsContext::listings). Open files keep their version.
+// Returns how many nodes were named.
+uint64_t ForgetSubtree(FsContext& fs, const std::string& prefix);
+
 }  // namespace stoker

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "util/log.h"
+#include "util/path.h"
 
 namespace stoker {
 
@@ -313,6 +314,30 @@ Result<std::string> InodeTable::Path(uint64_t id) const {
     return Status::Error(ESTALE, "unknown node " + std::to_string(id));
   }
   return PathLocked(id);
+}
+
+std::vector<InodeTable::Entry> InodeTable::Under(const std::string& prefix) const {
+  MutexLock lock(mu_);
+  std::vector<Entry> out;
+  for (const auto& [id, node] : nodes_) {
+    const std::string path = id == kRootId ? std::string() : PathLocked(id);
+    if (!IsAtOrUnder(path, prefix)) continue;
+    if (id == kRootId) {
+      out.push_back(Entry{0, "", id});
+    } else {
+      out.push_back(Entry{node.parent, node.name, id});
+    }
+  }
+  return out;
+}
+
+std::optional<uint64_t> InodeTable::Find(const std::string& path) const {
+  if (path.empty()) return kRootId;
+  MutexLock lock(mu_);
+  for (const auto& [id, node] : nodes_) {
+    if (id != kRootId && node.name == BaseName(path) && PathLocked(id) == path) return id;
+  }
+  return std::nullopt;
 }
 
 void InodeTable::SetRootOriginIno(uint64_t ino) {

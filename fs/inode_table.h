@@ -57,6 +57,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -151,6 +152,13 @@ class InodeTable {
   // ESTALE if id is not a live node.
   Result<NodeInfo> Info(uint64_t id) const;
   Result<std::string> Path(uint64_t id) const;
+
+  // The live nodes at or below origin path prefix ("" is the root: all of
+  // them), each as the entry that names it (the root's: parent and name
+  // empty), for `stoker refresh` to tell the kernel to forget them.
+  std::vector<Entry> Under(const std::string& prefix) const;
+  // The live node whose path is path, if any (a walk over every node).
+  std::optional<uint64_t> Find(const std::string& path) const;
 
   // Sets the root's origin inode number (reported for "." and ".." entries).
   void SetRootOriginIno(uint64_t ino);

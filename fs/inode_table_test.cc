@@ -56,6 +56,36 @@ TEST(InodeTableTest, PathsAreBuiltFromParents) {
   EXPECT_EQ(info->parent_origin_ino, 11u);
 }
 
+TEST(InodeTableTest, UnderNamesTheNodesOfASubtree) {
+  InodeTable t(kFirst);
+  uint64_t d = *t.Lookup(InodeTable::kRootId, "d", Attr(10, S_IFDIR));
+  uint64_t f = *t.Lookup(d, "f", Attr(11));
+  uint64_t e = *t.Lookup(d, "e", Attr(12, S_IFDIR));
+  uint64_t g = *t.Lookup(e, "g", Attr(13));
+  uint64_t dd = *t.Lookup(InodeTable::kRootId, "dd", Attr(14, S_IFDIR));  // not under "d"
+  auto ids = [](const std::vector<InodeTable::Entry>& v) {
+    std::map<uint64_t, std::pair<uint64_t, std::string>> m;
+    for (const auto& x : v) m[x.id] = {x.parent, x.name};
+    return m;
+  };
+  auto under_d = ids(t.Under("d"));
+  EXPECT_EQ(under_d.size(), 4u);
+  EXPECT_EQ(under_d[d], std::make_pair(InodeTable::kRootId, std::string("d")));
+  EXPECT_EQ(under_d[g], std::make_pair(e, std::string("g")));
+  EXPECT_TRUE(under_d.count(f) && under_d.count(e));
+  EXPECT_FALSE(under_d.count(dd));
+  auto one = ids(t.Under("d/f"));
+  EXPECT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[f], std::make_pair(d, std::string("f")));
+  EXPECT_TRUE(t.Under("d/x").empty());
+  EXPECT_EQ(t.Find("d/e/g"), std::optional<uint64_t>(g));
+  EXPECT_EQ(t.Find(""), std::optional<uint64_t>(InodeTable::kRootId));
+  EXPECT_FALSE(t.Find("d/x").has_value());
+  auto all = ids(t.Under(""));
+  EXPECT_EQ(all.size(), 6u);
+  EXPECT_EQ(all[InodeTable::kRootId], std::make_pair(uint64_t{0}, std::string()));
+}
+
 TEST(InodeTableTest, RepeatedLookupsCountAndForgetRemoves) {
   InodeTable t(kFirst);
   uint64_t a = *t.Lookup(InodeTable::kRootId, "a", Attr(100));

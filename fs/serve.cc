@@ -43,11 +43,14 @@ Status StartSession(const MountOptions& options, const std::string& mountpoint, 
 // The socket `stoker warm` and `stoker stat` talk to (fs/control_socket.h);
 // null if it could not be made: the mount serves without it.
 std::unique_ptr<ControlSocket> StartControlSocket(const MountOptions& options, ObjectCache& cache,
-                                                  const std::string& mountpoint,
+                                                  FsContext& fs, const std::string& mountpoint,
                                                   const std::function<nlohmann::json()>& stats) {
   Result<std::unique_ptr<ControlSocket>> sock = ControlSocket::Start(
-      options.cache.dir + "/control.sock", [&cache, &mountpoint, &stats](const nlohmann::json& r) {
-        return HandleControlRequest(r, cache, mountpoint, stats);
+      options.cache.dir + "/control.sock",
+      [&cache, &fs, &mountpoint, &stats](const nlohmann::json& r) {
+        return HandleControlRequest(r, cache, mountpoint, stats, [&fs](const std::string& path) {
+          return ForgetSubtree(fs, path);
+        });
       });
   if (!sock.ok()) {
     LOG_WARN("no control socket ({}); `stoker warm` will not reach this mount",
@@ -146,7 +149,8 @@ Status Serve(const MountOptions& options, const std::string& mountpoint, fuse_se
       [se](const std::vector<uint64_t>& ids) { return PruneNodes(fuse_session_fd(se), ids); });
   fs.notifier = &notifier;
   STOKER_RETURN_IF_ERROR(StartSession(options, mountpoint, se, early, link));
-  std::unique_ptr<ControlSocket> control = StartControlSocket(options, cache, mountpoint, stats);
+  std::unique_ptr<ControlSocket> control =
+      StartControlSocket(options, cache, fs, mountpoint, stats);
 
   // The mount is live once the kernel has finished INIT and answered a stat
   // through us; only then raise read-ahead (INIT would cap it again) and

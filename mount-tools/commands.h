@@ -40,6 +40,7 @@ Subcommand AddStatCommand(CLI::App& root);
 Subcommand AddFsckCommand(CLI::App& root);
 Subcommand AddWarmCommand(CLI::App& root);
 Subcommand AddOrderCommand(CLI::App& root);
+Subcommand AddRefreshCommand(CLI::App& root);
 
 // Prints "stoker: error: <message>" on stderr.
 inline void PrintError(const std::string& message) {

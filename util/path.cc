@@ -26,6 +26,12 @@ std::pair<std::string, std::string> SplitPath(std::string_view path) {
   return {ParentOf(path), BaseName(path)};
 }
 
+bool IsAtOrUnder(std::string_view path, std::string_view prefix) {
+  if (prefix.empty() || path == prefix) return true;
+  return path.size() > prefix.size() && path.substr(0, prefix.size()) == prefix &&
+         path[prefix.size()] == '/';
+}
+
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }

@@ -27,6 +27,10 @@ std::string BaseName(std::string_view path);
 // {ParentOf(path), BaseName(path)}.
 std::pair<std::string, std::string> SplitPath(std::string_view path);
 
+// True if origin path is prefix or lies below it ("" is the root: every
+// path): IsAtOrUnder("a/b", "a") but not IsAtOrUnder("ab", "a").
+bool IsAtOrUnder(std::string_view path, std::string_view prefix);
+
 // True if s ends with suffix (any suffix, not only a file name's).
 bool EndsWith(std::string_view s, std::string_view suffix);
 

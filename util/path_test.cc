@@ -25,6 +25,17 @@ TEST(PathTest, ParentAndBaseName) {
   EXPECT_EQ(SplitPath("c"), std::make_pair(std::string(), std::string("c")));
 }
 
+TEST(PathTest, AtOrUnderMatchesWholeComponents) {
+  EXPECT_TRUE(IsAtOrUnder("a/b", "a"));
+  EXPECT_TRUE(IsAtOrUnder("a", "a"));
+  EXPECT_TRUE(IsAtOrUnder("a/b/c", "a/b"));
+  EXPECT_TRUE(IsAtOrUnder("x", ""));
+  EXPECT_TRUE(IsAtOrUnder("", ""));
+  EXPECT_FALSE(IsAtOrUnder("ab", "a"));
+  EXPECT_FALSE(IsAtOrUnder("a", "a/b"));
+  EXPECT_FALSE(IsAtOrUnder("", "a"));
+}
+
 TEST(PathTest, JoinUndoesSplit) {
   for (const char* p : {"a", "a/b", "a/b/c", "/x", "/x/y"}) {
     auto [dir, name] = SplitPath(p);

@@ -148,6 +148,10 @@ class Origin {
   // the file changed): a wrapper that keeps them (cache/kept_listings.h)
   // asks the origin again. Default: nothing held, nothing to do.
   virtual void Stale(const std::string& path) { (void)path; }
+  // `stoker refresh`: whatever is held of the tree at or below prefix ("" is
+  // the root), and of prefix's own entry in its directory, is asked of the
+  // origin again. Default: nothing held, nothing to do.
+  virtual void Refresh(const std::string& prefix) { (void)prefix; }
   // How a local origin reads file data ("io_uring", "syscall"), for stats;
   // "" where no I/O backend is involved (remote origins). Default: "".
   virtual std::string IoBackendName() const { return ""; }
@@ -178,6 +182,7 @@ class ForwardingOrigin : public Origin {
   OriginBackoff* backoff() override { return inner_->backoff(); }
   std::string IoBackendName() const override { return inner_->IoBackendName(); }
   void Stale(const std::string& path) override { inner_->Stale(path); }
+  void Refresh(const std::string& prefix) override { inner_->Refresh(prefix); }
   Status CheckAtMount() override { return inner_->CheckAtMount(); }
 
  protected:

@@ -29,6 +29,20 @@ ViewOrigin* ViewNamespace::Route(const std::string& path, std::string* rest) con
   return nullptr;
 }
 
+std::vector<std::string> ViewNamespace::DerivedPrefixes(const std::string& prefix) const {
+  std::vector<std::string> out;
+  for (const auto& v : views_) {
+    const std::string dir = ViewDirName(v->spec().name);
+    if (prefix.empty()) {
+      out.push_back(dir);
+      continue;
+    }
+    out.push_back(dir + "/" + prefix);
+    out.push_back(dir + "/" + prefix + ".npy");
+  }
+  return out;
+}
+
 Result<struct stat> ViewNamespace::Stat(const std::string& path) {
   return StatFor(path, Urgency::kReader);
 }

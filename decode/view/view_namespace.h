@@ -51,8 +51,11 @@ class ViewNamespace final : public Origin, public DerivedSource {
   Status ReadDirFor(const std::string& path, Urgency who,
                     const std::function<bool(const OriginDirEntry&)>& fn) override;
   void Expedite(const std::string& path, Urgency who) override;
+  // ".NAME/prefix" of each view, and ".NAME/prefix.npy" (a JPEG's array).
+  std::vector<std::string> DerivedPrefixes(const std::string& prefix) const override;
   OriginBackoff* backoff() override { return raw_->backoff(); }
   void Stale(const std::string& path) override { raw_->Stale(path); }
+  void Refresh(const std::string& prefix) override { raw_->Refresh(prefix); }
 
  private:
   // The view path names, and the rest of the path inside it; null if none.

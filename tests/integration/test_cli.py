@@ -320,7 +320,7 @@ def test_fuse_options_pass_through(mounts, paths):
 def test_help_and_version(stoker_bin):
     r = stoker("--help")
     assert r.returncode == 0, lib.describe(r)
-    for sub in ("mount", "unmount", "stat", "fsck", "warm"):
+    for sub in ("mount", "unmount", "stat", "fsck", "warm", "order", "refresh"):
         assert sub in r.stdout, f"--help does not list {sub}\n" + lib.describe(r)
         rs = stoker(sub, "--help")
         assert rs.returncode == 0, lib.describe(rs)
@@ -338,19 +338,19 @@ def test_unknown_subcommand(stoker_bin):
     assert r.returncode != 0, lib.describe(r)
 
 
-@pytest.mark.parametrize("sub", ["stat", "unmount", "warm"])
+@pytest.mark.parametrize("sub", ["stat", "unmount", "warm", "refresh"])
 def test_subcommands_refuse_non_stoker_dir(stoker_bin, tmp_path, sub):
     d = tmp_path / "plain"
     d.mkdir()
     (d / "file").write_bytes(b"x")
-    r = stoker(sub, d / "file" if sub == "warm" else d)
+    r = stoker(sub, d / "file" if sub in ("warm", "refresh") else d)
     assert r.returncode != 0, lib.describe(r)
     assert r.stderr.strip(), lib.describe(r)
     assert (d / "file").read_bytes() == b"x"
 
 
 def test_subcommands_refuse_missing_path(stoker_bin, tmp_path):
-    for sub in ("stat", "unmount", "warm"):
+    for sub in ("stat", "unmount", "warm", "refresh"):
         r = stoker(sub, tmp_path / "nope")
         assert r.returncode != 0, lib.describe(r)
 

@@ -1,8 +1,9 @@
 """--revalidate never (docs/semantics.md, "Static datasets"): a file known to
 the cache is opened and stat'ed from it, never checked at the origin again,
 also after a remount; listings are kept in the index, so a remount lists
-nothing; a change seen while reading still makes a new version; an HTTP
-server without ETag or Last-Modified is refused."""
+nothing; a change seen while reading still makes a new version; `stoker
+refresh` makes a subtree be asked again, in the kernel too; an HTTP server
+without ETag or Last-Modified is refused."""
 
 import errno
 import os
@@ -74,6 +75,74 @@ def test_a_tree_shows_as_first_listed_until_a_mount_that_checks(mounts, tmp_path
     assert sorted(os.listdir(m3.mnt)) == ["a", "b"]
     assert lib.with_deadline(lib.read_file, m3.mnt / "b") == b"b"
     m3.unmount()
+
+
+def refresh(path):
+    r = lib.stoker("refresh", path)
+    assert r.returncode == 0, lib.describe(r)
+    return r.stdout
+
+
+def test_a_change_is_seen_after_stoker_refresh_and_not_before(mounts, tmp_path):
+    """Nothing is dropped from the kernel's caches by hand here: the refresh
+    must make the kernel ask again. Only the refreshed subtree is asked; an
+    open file keeps its version or fails, never mixes; a refresh holds across
+    a remount; a path the mount does not show yet can be named."""
+    origin = tmp_path / "origin"
+    for d in ("d", "e"):
+        (origin / d).mkdir(parents=True)
+    old, new = os.urandom(3 * MIB), os.urandom(3 * MIB + 7)
+    (origin / "d" / "f").write_bytes(old)
+    (origin / "e" / "g").write_bytes(b"g-old")
+    cache = tmp_path / "cache"
+    m = mounts.make(origin, cache=cache, args=NEVER)
+    assert lib.with_deadline(lib.read_file, m.mnt / "d" / "f") == old
+    assert lib.with_deadline(lib.read_file, m.mnt / "e" / "g") == b"g-old"
+    assert sorted(os.listdir(m.mnt / "d")) == ["f"]
+    assert sorted(os.listdir(m.mnt / "e")) == ["g"]
+    held = open(m.mnt / "d" / "f", "rb")
+    try:
+        assert held.read(MIB) == old[:MIB]
+        replace(origin / "d" / "f", new)
+        replace(origin / "e" / "g", b"g-new")
+        (origin / "d" / "added").write_bytes(b"added")
+        assert lib.with_deadline(lib.read_file, m.mnt / "d" / "f") == old, "seen before refresh"
+        assert sorted(os.listdir(m.mnt / "d")) == ["f"]
+
+        out = refresh(m.mnt / "d")
+        assert "asked of the origin again" in out, out
+        assert sorted(os.listdir(m.mnt / "d")) == ["added", "f"]
+        assert lib.with_deadline(lib.read_file, m.mnt / "d" / "f") == new
+        assert os.stat(m.mnt / "d" / "f").st_size == len(new)
+        assert lib.with_deadline(lib.read_file, m.mnt / "d" / "added") == b"added"
+        assert lib.with_deadline(lib.read_file, m.mnt / "e" / "g") == b"g-old", "e was refreshed"
+        try:
+            rest = held.read()
+            assert rest == old[MIB:], "an open file mixed versions"
+        except OSError as e:
+            assert e.errno == errno.ESTALE, e
+    finally:
+        held.close()
+    # A file the kept listing does not have: named by the path it will have.
+    (origin / "e" / "h").write_bytes(b"h")
+    assert not (m.mnt / "e" / "h").exists()
+    refresh(m.mnt / "e" / "h")
+    assert lib.with_deadline(lib.read_file, m.mnt / "e" / "h") == b"h"
+    assert m.stats()["errors"] == 0, m.stats()
+    # Marked, not yet asked: the mark outlives the daemon.
+    replace(origin / "e" / "g", b"g-newer")
+    refresh(m.mnt / "e" / "g")
+    m.unmount()
+    m2 = mounts.make(origin, cache=cache, args=NEVER)
+    assert lib.with_deadline(lib.read_file, m2.mnt / "e" / "g") == b"g-newer"
+    assert lib.with_deadline(lib.read_file, m2.mnt / "d" / "f") == new
+    before = m2.stats()["revalidations"]
+    assert lib.with_deadline(lib.read_file, m2.mnt / "e" / "g") == b"g-newer"
+    assert m2.stats()["revalidations"] == before, "asked again after one answer"
+    for bad in (m2.mnt / ".stoker", m2.mnt / ".." / "elsewhere"):
+        r = lib.stoker("refresh", bad)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, lib.describe(r)
+    m2.unmount()
 
 
 def test_a_change_seen_while_reading_makes_a_new_version(mounts, tmp_path):
@@ -178,6 +247,13 @@ def test_a_remount_lists_nothing_at_an_object_store(mounts, tmp_path):
                 assert not (m2.mnt / "d0" / "added").exists()
                 assert listings_asked(proxy)[asked:] == [], "the remount listed (or probed)"
                 assert m2.stats()["errors"] == 0
+                refresh(m2.mnt / "d0")
+                assert sorted(os.listdir(m2.mnt / "d0")) == sorted(
+                    [f"f{j:02d}" for j in range(20)] + ["added"])
+                assert (m2.mnt / "d0" / "added").read_bytes() == b"new"
+                listed = listings_asked(proxy)[asked:]
+                assert listed, "the refreshed directory was not listed again"
+                assert not [t for t in listed if "d1" in t or "d2" in t], listed
                 m2.unmount()
 
                 m3 = mounts.make("s3://never/p", cache=cache,

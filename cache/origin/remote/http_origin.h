@@ -52,6 +52,9 @@ class HttpOrigin final : public Origin {
   // Reachable, listable (or a manifest), serving ranges; with --revalidate
   // never, sending ETag or Last-Modified (else kOriginRefusesOptions).
   Status CheckAtMount() override;
+  // A read found path changed: its directory's listing is listed again.
+  void Stale(const std::string& path) override { listings_.DropUnder(path); }
+  void Refresh(const std::string& prefix) override { listings_.DropUnder(prefix); }
 
  private:
   HttpOrigin(std::string base, const OriginOptions& options, std::optional<Manifest> manifest);

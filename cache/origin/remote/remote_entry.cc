@@ -7,6 +7,7 @@
 
 #include "cache/origin/origin.h"
 #include "util/checksum.h"
+#include "util/path.h"
 
 namespace stoker {
 
@@ -48,6 +49,22 @@ ListingCache::Listing ListingCache::Get(const std::string& dir, bool stale) {
   if (it == dirs_.end()) return nullptr;
   if (!stale && Clock::now() - it->second.at >= ttl_) return nullptr;
   return it->second.listing;
+}
+
+void ListingCache::DropUnder(const std::string& prefix) {
+  MutexLock l(mu_);
+  auto dropped = [&](const std::string& dir) {
+    return IsAtOrUnder(dir, prefix) || (!prefix.empty() && dir == ParentOf(prefix));
+  };
+  for (auto it = dirs_.begin(); it != dirs_.end();) {
+    if (dropped(it->first)) {
+      lru_.erase(it->second.lru);
+      it = dirs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::erase_if(known_dirs_, [&](const auto& kv) { return IsAtOrUnder(kv.first, prefix); });
 }
 
 void ListingCache::NoteDir(const std::string& path) {

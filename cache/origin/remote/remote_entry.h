@@ -58,6 +58,10 @@ class ListingCache {
   // stale), else null.
   Listing Get(const std::string& dir, bool stale = false);
   void Put(const std::string& dir, Listing listing);
+  // Forgets the listings of prefix, of every directory below it and of
+  // prefix's parent ("" forgets them all), and which of those paths were
+  // directories: asked of the server again.
+  void DropUnder(const std::string& prefix);
   // Remembers that path is a directory (at most max_dirs * 16 paths).
   void NoteDir(const std::string& path);
   // Whether path was seen as a directory, or is one in a kept listing.

@@ -58,6 +58,9 @@ class S3Origin final : public Origin {
   // One key of the prefix asked for: the endpoint answers, the bucket
   // exists, the keys are good, the prefix holds something.
   Status CheckAtMount() override;
+  // A read found path changed: its directory's listing is listed again.
+  void Stale(const std::string& path) override { listings_.DropUnder(path); }
+  void Refresh(const std::string& prefix) override { listings_.DropUnder(prefix); }
 
  private:
   struct Config {
