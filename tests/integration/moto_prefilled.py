@@ -5,8 +5,10 @@ API takes minutes, putting them into moto's backend takes seconds.
     python3 moto_prefilled.py HOST PORT BUCKET PREFIX COUNT [DIR]
 
 Keys are PREFIX/k000000 ... (six digits, COUNT of them), each holding its
-number and a newline, and PREFIX/PATH with the bytes of each file DIR/PATH
-(a server that comes back after a crash with what it held, as S3 does).
+number and a newline (with STOKER_PREFILL_DIRS=N, in N directories:
+PREFIX/d000/k000000, the key i in directory i % N), and PREFIX/PATH with
+the bytes of each file DIR/PATH (a server that comes back after a crash
+with what it held, as S3 does).
 Prints "ready" once it serves; runs until killed.
 """
 
@@ -24,8 +26,10 @@ def main():
 
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
     backend.create_bucket(bucket, "us-east-1")
+    dirs = int(os.environ.get("STOKER_PREFILL_DIRS", "0"))
     for i in range(int(count)):
-        backend.put_object(bucket, f"{prefix}/k{i:06d}", b"%d\n" % i)
+        key = f"d{i % dirs:03d}/k{i:06d}" if dirs else f"k{i:06d}"
+        backend.put_object(bucket, f"{prefix}/{key}", b"%d\n" % i)
     if len(sys.argv) > 6:
         root = sys.argv[6]
         for dirpath, _, names in os.walk(root):
