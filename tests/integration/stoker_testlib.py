@@ -165,6 +165,32 @@ def _stat_alive(path):
     return data.rpartition(")")[2].split()[0] not in ("Z", "X")
 
 
+def stop_process(pid, timeout=30):
+    """SIGSTOP, then waits until every thread of pid is stopped. kill(2)
+    returns before they are: a thread woken from read(/dev/fuse) by the
+    signal takes a request that arrived meanwhile before it stops, and a
+    request taken by a stopped daemon is never answered, not even to a
+    killed reader (the kernel waits for it uninterruptibly)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def all_stopped():
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return True
+        for t in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{t}/stat") as f:
+                    state = f.read().rpartition(")")[2].split()[0]
+            except OSError:
+                continue
+            if state not in ("T", "t", "Z", "X"):
+                return False
+        return True
+
+    wait_until(all_stopped, timeout, interval=0.01, what=f"every thread of {pid} stopped")
+
+
 def pid_alive(pid):
     """True while any thread of pid has not exited. A killed daemon's main
     thread may be a zombie while its other threads still exit, holding the

@@ -58,7 +58,7 @@ def test_cached_files_are_served_while_a_local_origin_hangs(mounts, tmp_path):
         lib.with_deadline(os.stat, outer.mnt / cached[0])
         return not outer.stats().get("origin_unreachable", False)
     lib.wait_until(asks_origin, 30, interval=0.5, what="the outer daemon asking its origin again")
-    os.kill(inner.pid, signal.SIGSTOP)
+    lib.stop_process(inner.pid)
     threads = []
     try:
         # These ask the origin before anyone can know that it hangs: they

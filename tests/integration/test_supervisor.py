@@ -135,7 +135,7 @@ def test_request_in_flight_at_the_kill_is_answered_again(mounts, tmp_path):
         except Exception as e:  # noqa: BLE001
             result["error"] = repr(e)
 
-    os.kill(inner.pid, signal.SIGSTOP)
+    lib.stop_process(inner.pid)
     t = threading.Thread(target=read_all, daemon=True)
     try:
         t.start()
