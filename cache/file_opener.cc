@@ -106,20 +106,23 @@ Result<FileOpener::Opened> FileOpener::OpenHeldUnlocked(const std::string& path)
                                         "not hold the file whole");
   }
   p_.counters->revalidations_skipped++;
-  Opened o = OpenedOf(path, entry->version);
+  Opened o = OpenedOf(path, entry->version, Opener::kFs);
   o.keep_cache = false;  // its stripe holder may find it changed
   return o;
 }
 
 FileOpener::Opened FileOpener::OpenedOf(const std::string& path,
-                                        const std::shared_ptr<ObjectVersion>& v) {
+                                        const std::shared_ptr<ObjectVersion>& v, Opener who) {
   Opened o;
   o.st = v->st;
   const bool derived = p_.derived->IsDerived(path);
   o.content_tag = ContentTag(*v, derived);
   o.own_data_file = v->chunks > 0 && !p_.writer->UsesSlab(*v);
   o.file =
-      std::make_shared<OpenFileState>(v, std::make_shared<OriginHandle>(p_.origin, path),
+      std::make_shared<OpenFileState>(v,
+                                      std::make_shared<OriginHandle>(
+                                          p_.origin, path, v->identity,
+                                          who == Opener::kPeer ? Via::kOriginOnly : Via::kAnywhere),
                                       p_.new_readahead(), derived, prefetch_bytes_, p_.chunk_size);
   return o;
 }
@@ -263,7 +266,7 @@ Status FileOpener::FailOpen(const Status& s) {
 
 FileOpener::Opened FileOpener::FinishOpen(const std::string& path, Opener who, ObjectEntry entry,
                                           bool changed) {
-  Opened o = OpenedOf(path, entry.version);
+  Opened o = OpenedOf(path, entry.version, who);
   if (changed) entry.change_unannounced = true;
   if (who == Opener::kFs) {
     o.changed = entry.change_unannounced;
@@ -318,6 +321,7 @@ Urgency FileOpener::UrgencyOf(Opener who) {
       return Urgency::kWarm;
     case Opener::kFs:
     case Opener::kForDerived:
+    case Opener::kPeer:
       return Urgency::kReader;
   }
   return Urgency::kReader;

@@ -56,7 +56,9 @@ namespace stoker {
 // Who opens: fs/ (a reader), or the cache itself (a view opening its raw
 // file, a prefetch, a warm), which must neither report a change nor claim
 // the kernel holds pages.
-enum class Opener { kFs, kForDerived, kPrefetch, kWarm };
+// kPeer: another member of a cache group, whose open reads misses from the
+// origin only (Via::kOriginOnly), never from a third member.
+enum class Opener { kFs, kForDerived, kPrefetch, kWarm, kPeer };
 
 class FileOpener {
  public:
@@ -125,7 +127,7 @@ class FileOpener {
   Opened FinishOpen(const std::string& path, Opener who, ObjectEntry entry, bool changed);
   Status FailOpen(const Status& s);
   // An open of version v of path: its attributes, content tag and open file.
-  Opened OpenedOf(const std::string& path, const std::shared_ptr<ObjectVersion>& v);
+  Opened OpenedOf(const std::string& path, const std::shared_ptr<ObjectVersion>& v, Opener who);
   // Whether v, held whole, is to be given without asking the origin
   // (Origin::backoff()).
   bool OriginBackingOff(const ObjectVersion& v);

@@ -283,6 +283,10 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenForDerived(const std::string& p
   return opener_.Open(path, false, Opener::kForDerived);
 }
 
+Result<ObjectCache::Opened> ObjectCacheImpl::OpenForPeer(const std::string& path) {
+  return opener_.Open(path, false, Opener::kPeer);
+}
+
 std::optional<struct stat> ObjectCacheImpl::HeldAttr(const std::string& path, bool origin_failed) {
   return opener_.HeldAttr(path, origin_failed);
 }

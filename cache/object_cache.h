@@ -134,6 +134,11 @@ class ObjectCache : public RawReader {
   // Opens path for reading, revalidating its identity with the origin if the
   // last check is older than revalidate_seconds (or force_revalidate).
   virtual Result<Opened> Open(const std::string& path, bool force_revalidate) = 0;
+  // Opens path for another member of a cache group (group/peer_server.h):
+  // as a reader's open, but what it misses is read from the origin only
+  // (Via::kOriginOnly), never asked of a third member. keep_cache and
+  // changed are always false.
+  virtual Result<Opened> OpenForPeer(const std::string& path) = 0;
 
   // The attributes of path's cached version, for a lookup to be answered
   // without the origin: when the origin was asked about path less than

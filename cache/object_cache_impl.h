@@ -101,6 +101,7 @@ class ObjectCacheImpl final : public ObjectCache {
   Result<Opened> Open(const std::string& path, bool force_revalidate) override;
   ListingStore& listings() override { return *listings_; }
   Result<Opened> OpenForDerived(const std::string& path) override;
+  Result<Opened> OpenForPeer(const std::string& path) override;
   std::optional<struct stat> HeldAttr(const std::string& path, bool origin_failed) override;
   Result<uint64_t> Refresh(const std::string& prefix) override;
   Result<std::optional<std::string>> GetDerived(const OpenFileState& file,

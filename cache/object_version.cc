@@ -7,7 +7,7 @@ namespace stoker {
 Result<std::shared_ptr<OriginFile>> OriginHandle::Get() {
   MutexLock l(mu_);
   if (!file_) {
-    STOKER_ASSIGN_OR_RETURN(file_, origin_->Open(path_));
+    STOKER_ASSIGN_OR_RETURN(file_, origin_->OpenVersion(path_, version_, via_));
   }
   return file_;
 }

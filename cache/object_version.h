@@ -67,8 +67,14 @@ inline Status StaleVersion(const ObjectVersion& v) {
 // The origin file behind one OpenFileState, opened on first miss.
 class OriginHandle {
  public:
-  OriginHandle(std::shared_ptr<Origin> origin, std::string path)
-      : origin_(std::move(origin)), path_(std::move(path)) {}
+  // Opens path for the version whose identity is version (Origin::OpenVersion;
+  // tests may leave it out).
+  OriginHandle(std::shared_ptr<Origin> origin, std::string path, OriginIdentity version = {},
+               Via via = Via::kAnywhere)
+      : origin_(std::move(origin)),
+        path_(std::move(path)),
+        version_(std::move(version)),
+        via_(via) {}
   // Failures are not remembered: an origin that comes back is used again.
   Result<std::shared_ptr<OriginFile>> Get();
   // file (from Get) failed because the origin could not be reached: the
@@ -79,6 +85,8 @@ class OriginHandle {
  private:
   const std::shared_ptr<Origin> origin_;
   const std::string path_;
+  const OriginIdentity version_;
+  const Via via_;
   Mutex mu_;
   std::shared_ptr<OriginFile> file_ GUARDED_BY(mu_);
 };

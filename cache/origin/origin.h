@@ -91,6 +91,12 @@ struct OriginDirEntry {
 // the others ignore it.
 enum class Urgency { kReader, kPrefetch, kWarm };
 
+// Where an open may read a version's bytes from (Origin::OpenVersion).
+enum class Via {
+  kAnywhere,    // the origin, or whoever else holds that version (a cache group's member)
+  kOriginOnly,  // the origin itself: a group member serving another must not ask a third
+};
+
 // An open origin file. Reads are positional and thread-safe.
 class OriginFile {
  public:
@@ -132,6 +138,18 @@ class Origin {
   // Opens a regular file for reading. Never follows a symlink, at any
   // component (a symlink gives ELOOP).
   virtual Result<std::unique_ptr<OriginFile>> Open(const std::string& path) = 0;
+  // Opens path to read the version whose identity is `version` (what the
+  // cache holds of it). A wrapper that can get a version's bytes elsewhere
+  // (a cache group's member, group/peer_origin.h) reads them there by that
+  // identity, and opens the origin only for what it cannot get; what it
+  // reads from the origin is checked against the origin's identity as
+  // always. Default: Open(path).
+  virtual Result<std::unique_ptr<OriginFile>> OpenVersion(const std::string& path,
+                                                          const OriginIdentity& version, Via via) {
+    (void)version;
+    (void)via;
+    return Open(path);
+  }
   // Extended attributes, passed through. ENOTSUP/ENODATA where none.
   virtual Result<std::string> GetXattr(const std::string& path, const std::string& name) = 0;
   virtual Result<std::vector<std::string>> ListXattr(const std::string& path) = 0;
@@ -172,6 +190,11 @@ class ForwardingOrigin : public Origin {
   Result<std::string> ReadLink(const std::string& path) override { return inner_->ReadLink(path); }
   Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override {
     return inner_->Open(path);
+  }
+  Result<std::unique_ptr<OriginFile>> OpenVersion(const std::string& path,
+                                                  const OriginIdentity& version,
+                                                  Via via) override {
+    return inner_->OpenVersion(path, version, via);
   }
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override {
     return inner_->GetXattr(path, name);

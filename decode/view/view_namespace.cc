@@ -82,6 +82,14 @@ Result<std::unique_ptr<OriginFile>> ViewNamespace::Open(const std::string& path)
   return raw_->Open(path);
 }
 
+Result<std::unique_ptr<OriginFile>> ViewNamespace::OpenVersion(const std::string& path,
+                                                                const OriginIdentity& version,
+                                                                Via via) {
+  std::string rest;
+  if (ViewOrigin* v = Route(path, &rest)) return v->Open(rest);
+  return raw_->OpenVersion(path, version, via);
+}
+
 Result<std::string> ViewNamespace::GetXattr(const std::string& path, const std::string& name) {
   std::string rest;
   if (ViewOrigin* v = Route(path, &rest)) return v->GetXattr(rest, name);
