@@ -51,7 +51,9 @@ const std::set<std::string_view> kGauges = {"cache_capacity_bytes",
                                             "decode_running",
                                             "order_files",
                                             "order_position",
-                                            "order_bytes_ahead"};
+                                            "order_bytes_ahead",
+                                            "group_members",
+                                            "group_members_skipped"};
 
 // Names whose unit is not at their end yet, or that say too little alone.
 const std::map<std::string_view, std::string_view> kRenames = {
@@ -70,7 +72,8 @@ const std::map<std::string_view, std::string_view> kErrorKinds = {
 
 // Shown as labels of stoker_info.
 const std::set<std::string_view> kInfo = {
-    "origin", "opens", "passthrough", "io_backend", "origin_io_backend", "mountpoint", "decoder"};
+    "origin",     "opens",   "passthrough", "io_backend", "origin_io_backend",
+    "mountpoint", "decoder", "group",       "group_self"};
 
 // What each number of stats.json means: a metric's HELP line is its field's
 // name (the mapping docs/operations.md lists) and this.
@@ -146,6 +149,22 @@ const std::map<std::string_view, std::string_view> kHelp = {
     {"nodes_retired", "nodes retired because their origin file changed"},
     {"listings_kept", "directory listings kept for the kernel"},
     {"kept_listings", "directory listings kept in the index (--revalidate never)"},
+    {"group_members", "members of the cache group known (--peers), this one included"},
+    {"group_members_skipped", "members left out for a while after failing a request"},
+    {"group_peer_reads", "extent reads answered by another member"},
+    {"group_peer_bytes", "bytes read from other members instead of the origin"},
+    {"group_fallback_unreachable", "reads sent to the origin: a member did not answer in time"},
+    {"group_fallback_refused", "reads sent to the origin: a member refused or answered wrongly"},
+    {"group_fallback_version", "reads sent to the origin: the owner holds another version"},
+    {"group_fallback_checksum",
+     "reads sent to the origin: a member's bytes failed their checksums"},
+    {"group_served_requests", "extent requests this member answered for others"},
+    {"group_served_bytes", "bytes this member sent to others"},
+    {"group_served_unauthorized", "requests refused for a missing or wrong token"},
+    {"group_served_other_version", "requests for a version this member does not hold"},
+    {"group_served_busy", "requests refused past the bound on reads in flight"},
+    {"group_served_failed",
+     "requests refused as malformed, or for bytes this member could not read"},
     {"kept_listing_bytes", "bytes of the directory listings kept in the index"},
     {"nodes_shed", "nodes the daemon asked the kernel to forget (--max-nodes)"},
     {"max_nodes", "the bound on nodes the kernel may hold (--max-nodes)"},

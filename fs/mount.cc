@@ -99,6 +99,7 @@ struct DaemonStats {
   const Origin& origin;
   const ViewMount& views;
   SupervisorLink* link;
+  const CacheGroup* group;  // null without --peers
   // The FUSE context, from when it is made until its handles are freed.
   const FsContext* fs = nullptr;
 
@@ -114,6 +115,7 @@ struct DaemonStats {
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
             .count();
     if (!views.views.empty()) j.update(views.Stats());
+    if (group != nullptr) j.update(group->Stats());
     if (link != nullptr) {
       j["supervisor"] = {{"pid", link->supervisor_pid()},
                          {"generation", link->generation()},
@@ -302,6 +304,16 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   }
   STOKER_RETURN_IF_ERROR(made.status());
   std::shared_ptr<Origin> raw_origin = std::move(made).value();
+  // A cache group: reads of versions go to the extents' owners first.
+  std::unique_ptr<CacheGroup> group;
+  if (!options.group.peers.empty()) {
+    Result<std::unique_ptr<CacheGroup>> g =
+        CacheGroup::Make(options.group, raw_origin, raw_origin->Location(),
+                         options.cache.chunk_size, options.origin_options.stall_timeout_s);
+    if (!g.ok()) return g.status().code() == EINVAL ? Refuse(g.status(), ready) : g.status();
+    group = std::move(g).value();
+    raw_origin = group->origin();
+  }
   // --revalidate never: listings kept in the index, under the views and the
   // cache alike (cache/kept_listings.h); the store comes with the cache.
   std::shared_ptr<KeptListingsOrigin> kept;
@@ -336,9 +348,18 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
     }
   }
   if (restart == nullptr) WarnOfCacheDirFs(options, *cache, ready);
+  // Whatever way this function returns, the group's server stops before the
+  // cache it reads closes.
+  struct StopGroup {
+    CacheGroup* group;
+    ~StopGroup() {
+      if (group != nullptr) group->Stop();
+    }
+  } stop_group{group.get()};
+  if (group != nullptr) STOKER_RETURN_IF_ERROR(group->Serve(cache.get()));
   const std::shared_ptr<Origin> origin = views.origin;
 
-  DaemonStats daemon_stats{options, mountpoint, started, *cache, *origin, views, link};
+  DaemonStats daemon_stats{options, mountpoint, started, *cache, *origin, views, link, group.get()};
   std::function<nlohmann::json()> stats = [&daemon_stats] { return daemon_stats.Json(); };
   ControlFiles control(stats, [&views] { return views.stats->errors.Text(); });
   std::unique_ptr<FsContext> fs = MakeFsContext(options, *cache, *origin, control, link);
@@ -382,6 +403,7 @@ Status RunMountImpl(const MountOptions& options, ReadyLine& ready, SupervisorLin
   fs->dirs.Clear();
   fs->node_files.Clear();
   daemon_stats.fs = nullptr;
+  if (group != nullptr) group->Stop();         // its server reads the cache
   if (kept != nullptr) kept->Attach(nullptr);  // the store goes with the cache
   cache.reset();                               // stops the cache's threads, flushes the index
   if (views.pool) views.pool->Stop();

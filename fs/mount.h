@@ -14,6 +14,7 @@
 #include "decode/view/view_namespace.h"
 #include "decode/view/view_options.h"
 #include "fs/passthrough.h"
+#include "group/cache_group.h"
 #include "util/status.h"
 
 namespace stoker {
@@ -30,6 +31,9 @@ struct MountOptions {
   // (--no-default-permissions): FUSE's own model, where whoever the mount
   // lets in (its user; every user with allow_other) reads every file.
   bool check_permissions = true;
+  // The cache group this mount is a member of (--peers, group/cache_group.h).
+  // Default: none.
+  GroupOptions group;
   // Where the daemon serves its metrics for Prometheus (fs/metrics.h):
   // "HOST:PORT", ":PORT" or "PORT" (loopback). Default: "" (none).
   std::string metrics;

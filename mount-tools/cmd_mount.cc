@@ -339,6 +339,27 @@ Subcommand AddMountCommand(CLI::App& root) {
                   "Serve metrics for Prometheus at http://ADDR:PORT/metrics: HOST:PORT, or :PORT "
                   "or PORT for the loopback address (default: none)")
       ->type_name("ADDR:PORT");
+  app->add_option("--peers", args->peers,
+                  "Join a cache group: its members, HOST:PORT,... or dns:NAME:PORT (a headless "
+                  "Service); each extent is fetched from the origin by one member and read from "
+                  "it by the others (default: none; docs/kubernetes.md)")
+      ->type_name("MEMBERS");
+  app->add_option("--peer-listen", args->peer_listen,
+                  "Where this member serves the others (with --peers)")
+      ->type_name("ADDR:PORT")
+      ->capture_default_str();
+  app->add_option("--peer-advertise", args->peer_advertise,
+                  "How the other members reach this one, as --peers names it (default: "
+                  "--peer-listen, which then must not be 0.0.0.0)")
+      ->type_name("HOST:PORT");
+  app->add_option("--peer-token-file", args->peer_token_file,
+                  "The group's shared token, on the first line of FILE, read again when it "
+                  "changes (required with --peers)")
+      ->type_name("FILE");
+  app->add_option("--peer-group", args->peer_group,
+                  "The group's name; members serve only their own group (default: from the "
+                  "origin and the chunk size)")
+      ->type_name("NAME");
   app->add_option("-o", args->fuse_options,
                   "FUSE mount options, passed through (allow_other lets other users in); "
                   "repeatable")

@@ -265,6 +265,22 @@ std::string FormatStats(const nlohmann::json& s) {
                       "by the daemon (--opens auto: the kernel's once most opens are of "
                       "small files)");
   }
+  if (s.contains("group")) {
+    // docs/kubernetes.md: a cache group.
+    const uint64_t fallbacks = Count(s, "group_fallback_unreachable").value_or(0) +
+                               Count(s, "group_fallback_refused").value_or(0) +
+                               Count(s, "group_fallback_version").value_or(0) +
+                               Count(s, "group_fallback_checksum").value_or(0);
+    rows.emplace_back("cache group", Text(s, "group") + ": " + Number(s, "group_members") +
+                                         " members (" + Number(s, "group_members_skipped") +
+                                         " skipped), this one " + Text(s, "group_self"));
+    rows.emplace_back("from members", Size(s, "group_peer_bytes") + " in " +
+                                          Number(s, "group_peer_reads") + " reads; " +
+                                          std::to_string(fallbacks) +
+                                          " reads went to the origin instead");
+    rows.emplace_back("to members", Size(s, "group_served_bytes") + " in " +
+                                        Number(s, "group_served_requests") + " requests");
+  }
   if (auto sup = s.find("supervisor"); sup != s.end() && sup->is_object()) {
     rows.emplace_back("supervisor", "pid " + Number(*sup, "pid") + ", daemon pid " +
                                         Number(s, "pid") + ", " + Number(*sup, "restarts") +

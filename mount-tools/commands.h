@@ -74,6 +74,12 @@ struct MountArgs {
   bool supervise = true;            // --supervise / --no-supervise (fs/supervisor.h)
   bool default_permissions = true;  // --default-permissions / --no-default-permissions
   std::string metrics;              // --metrics ADDR:PORT (fs/metrics.h)
+  // A cache group (group/cache_group.h).
+  std::string peers;
+  std::string peer_listen = "0.0.0.0:7070";
+  std::string peer_advertise;
+  std::string peer_token_file;
+  std::string peer_group;
   bool no_direct_io = false;
   std::vector<std::string> views;             // --view NAME[:OPTIONS], repeatable
   std::string decoder = "auto";               // --decoder auto|cpu|gpu

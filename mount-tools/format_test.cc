@@ -128,6 +128,24 @@ TEST(FormatStats, ViewRowsOnlyWithViews) {
             "17 queued, 2 running on 2 threads, 812.2 images/s (last 10 s)");
 }
 
+TEST(FormatStats, GroupRowsOnlyInAGroup) {
+  EXPECT_EQ(Row(FormatStats(nlohmann::json::object()), "cache group"), "");
+  nlohmann::json s = {{"group", "g1"},
+                      {"group_self", "10.0.0.1:7070"},
+                      {"group_members", 4},
+                      {"group_members_skipped", 1},
+                      {"group_peer_reads", 12},
+                      {"group_peer_bytes", 3ull << 30},
+                      {"group_fallback_unreachable", 2},
+                      {"group_fallback_version", 1},
+                      {"group_served_requests", 7},
+                      {"group_served_bytes", 5ull << 20}};
+  std::string t = FormatStats(s);
+  EXPECT_EQ(Row(t, "cache group"), "g1: 4 members (1 skipped), this one 10.0.0.1:7070");
+  EXPECT_EQ(Row(t, "from members"), "3.00 GiB in 12 reads; 3 reads went to the origin instead");
+  EXPECT_EQ(Row(t, "to members"), "5.00 MiB in 7 requests");
+}
+
 TEST(FormatStats, DecoderRowAndEachViewsDecoder) {
   nlohmann::json s = {{"views", {"g", "c"}},
                       {"view_decoders",

@@ -124,6 +124,39 @@ Status ToOriginOptions(const MountArgs& args, uint64_t revalidate_seconds, Origi
 
 }  // namespace
 
+namespace {
+
+// --peers and the options that go with it: their shapes (the token file is
+// read by the daemon). A --peer-* option without --peers is refused.
+Status ToGroupOptions(const MountArgs& args, GroupOptions* g) {
+  const bool any = !args.peer_advertise.empty() || !args.peer_token_file.empty() ||
+                   !args.peer_group.empty() || args.peer_listen != MountArgs().peer_listen;
+  if (args.peers.empty()) {
+    if (any) return Status::Invalid("--peer-* options need --peers (the cache group's members)");
+    return Status::OK();
+  }
+  STOKER_RETURN_IF_ERROR(ParsePeers(args.peers).status());
+  if (Result<HostPort> l = ParseHostPort(args.peer_listen); !l.ok()) {
+    return Status::Invalid("--peer-listen: " + l.status().message());
+  }
+  if (!args.peer_advertise.empty()) {
+    if (Result<HostPort> a = ParseHostPort(args.peer_advertise); !a.ok()) {
+      return Status::Invalid("--peer-advertise: " + a.status().message());
+    }
+  }
+  if (args.peer_token_file.empty()) {
+    return Status::Invalid("--peers needs --peer-token-file FILE (the group's shared token)");
+  }
+  g->peers = args.peers;
+  g->listen = args.peer_listen;
+  g->advertise = args.peer_advertise;
+  g->token_file = MakeAbsolute(args.peer_token_file);  // the daemon changes to /
+  g->name = args.peer_group;
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<MountOptions> ToMountOptions(const MountArgs& args) {
   MountOptions o;
   if (args.origin.empty()) return Status::Invalid("ORIGIN is empty");
@@ -230,6 +263,7 @@ Result<MountOptions> ToMountOptions(const MountArgs& args) {
   o.check_permissions = args.default_permissions;
   if (!args.metrics.empty()) STOKER_RETURN_IF_ERROR(ParseMetricsAddress(args.metrics).status());
   o.metrics = args.metrics;
+  STOKER_RETURN_IF_ERROR(ToGroupOptions(args, &o.group));
   for (const std::string& f : o.fuse_options) {
     if (f == "default_permissions" && !o.check_permissions) {
       return Status::Invalid("-o default_permissions contradicts --no-default-permissions");

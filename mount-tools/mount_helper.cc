@@ -33,7 +33,12 @@ const std::set<std::string_view> kValued = {"cache",
                                             "origin_stall_timeout",
                                             "origin_retries",
                                             "origin_backoff",
-                                            "metrics"};
+                                            "metrics",
+                                            "peers",
+                                            "peer_listen",
+                                            "peer_advertise",
+                                            "peer_token_file",
+                                            "peer_group"};
 
 // `stoker mount` flags, as -o keys.
 const std::set<std::string_view> kFlags = {"no_supervise", "no_default_permissions", "no_direct_io",
