@@ -118,12 +118,11 @@ FileOpener::Opened FileOpener::OpenedOf(const std::string& path,
   const bool derived = p_.derived->IsDerived(path);
   o.content_tag = ContentTag(*v, derived);
   o.own_data_file = v->chunks > 0 && !p_.writer->UsesSlab(*v);
-  o.file =
-      std::make_shared<OpenFileState>(v,
-                                      std::make_shared<OriginHandle>(
-                                          p_.origin, path, v->identity,
-                                          who == Opener::kPeer ? Via::kOriginOnly : Via::kAnywhere),
-                                      p_.new_readahead(), derived, prefetch_bytes_, p_.chunk_size);
+  o.file = std::make_shared<OpenFileState>(
+      v,
+      std::make_shared<OriginHandle>(p_.origin, path, v->identity,
+                                     who == Opener::kPeer ? Via::kOriginOnly : Via::kAnywhere),
+      p_.new_readahead(), derived, prefetch_bytes_, p_.chunk_size);
   return o;
 }
 

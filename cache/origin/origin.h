@@ -192,8 +192,7 @@ class ForwardingOrigin : public Origin {
     return inner_->Open(path);
   }
   Result<std::unique_ptr<OriginFile>> OpenVersion(const std::string& path,
-                                                  const OriginIdentity& version,
-                                                  Via via) override {
+                                                  const OriginIdentity& version, Via via) override {
     return inner_->OpenVersion(path, version, via);
   }
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override {

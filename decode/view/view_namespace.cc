@@ -83,8 +83,8 @@ Result<std::unique_ptr<OriginFile>> ViewNamespace::Open(const std::string& path)
 }
 
 Result<std::unique_ptr<OriginFile>> ViewNamespace::OpenVersion(const std::string& path,
-                                                                const OriginIdentity& version,
-                                                                Via via) {
+                                                               const OriginIdentity& version,
+                                                               Via via) {
   std::string rest;
   if (ViewOrigin* v = Route(path, &rest)) return v->Open(rest);
   return raw_->OpenVersion(path, version, via);

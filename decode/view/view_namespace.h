@@ -43,8 +43,7 @@ class ViewNamespace final : public Origin, public DerivedSource {
   Result<std::unique_ptr<OriginFile>> Open(const std::string& path) override;
   // A raw path's goes to the raw origin; a view file's is its view's Open.
   Result<std::unique_ptr<OriginFile>> OpenVersion(const std::string& path,
-                                                  const OriginIdentity& version,
-                                                  Via via) override;
+                                                  const OriginIdentity& version, Via via) override;
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override;
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
   bool IsDerived(const std::string& path) const override;
