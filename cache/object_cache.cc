@@ -284,6 +284,10 @@ Result<ObjectCache::Opened> ObjectCacheImpl::OpenForDerived(const std::string& p
 }
 
 Result<ObjectCache::Opened> ObjectCacheImpl::OpenForPeer(const std::string& path) {
+  // A view's file is made by each member from raw bytes: never shared.
+  if (derived_->IsDerived(path)) {
+    return Status::NotFound("'" + path + "' is not a file of the origin's tree");
+  }
   return opener_.Open(path, false, Opener::kPeer);
 }
 

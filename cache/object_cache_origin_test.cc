@@ -365,6 +365,18 @@ TEST_F(ObjectCacheTest, AttrsWithinTheRevalidationWindowComeFromTheCache) {
   EXPECT_EQ(cache->counters().attrs_from_cache.load(), 0u);
 }
 
+// A cache group's member is given files of the origin's tree only: a view's
+// file is made by each member from raw bytes.
+TEST_F(ObjectCacheTest, APeerIsNeverGivenADerivedFile) {
+  Put("a", Pattern(kCs, 1));
+  auto cache = OpenCache();
+  ASSERT_TRUE(cache->OpenForPeer("a").ok());
+  origin_->DeriveAs(kDerivedDevBit | 1);
+  Result<ObjectCache::Opened> derived = cache->OpenForPeer("a");
+  ASSERT_FALSE(derived.ok());
+  EXPECT_EQ(derived.status().code(), ENOENT);
+}
+
 // --revalidate never: a file once checked is not asked about again, also
 // in the next process, until a refresh of it or of a directory above it;
 // then its next open sees the change (a new version), and an open from
