@@ -110,7 +110,7 @@ PeerServer::Answer PeerServer::Serve(MHD_Connection* c, const char* url) {
       counters_.unauthorized++;
     } else if (status == MHD_HTTP_CONFLICT) {
       counters_.other_version++;
-    } else if (status != MHD_HTTP_SERVICE_UNAVAILABLE || a.error != "busy\n") {
+    } else {
       counters_.failed++;
     }
     return a;
