@@ -183,7 +183,6 @@ Result<std::unique_ptr<PeerServer>> PeerServer::Start(Options options, ObjectCac
                                                       PeerToken* token) {
   std::unique_ptr<PeerServer> s(new PeerServer(std::move(options), cache, token));
   sockaddr_storage addr{};
-  socklen_t addr_len = 0;
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
   const HostPort& l = s->options_.listen;
   if (l.host.find(':') != std::string::npos) {
@@ -193,7 +192,6 @@ Result<std::unique_ptr<PeerServer>> PeerServer::Start(Options options, ObjectCac
     if (inet_pton(AF_INET6, l.host.c_str(), &a6->sin6_addr) != 1) {
       return Status::Invalid("--peer-listen: '" + l.host + "' is not an IPv6 address");
     }
-    addr_len = sizeof *a6;
     flags |= MHD_USE_IPv6;
   } else {
     auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
@@ -202,9 +200,7 @@ Result<std::unique_ptr<PeerServer>> PeerServer::Start(Options options, ObjectCac
     if (inet_pton(AF_INET, l.host.c_str(), &a4->sin_addr) != 1) {
       return Status::Invalid("--peer-listen: '" + l.host + "' is not an IPv4 address");
     }
-    addr_len = sizeof *a4;
   }
-  (void)addr_len;
   s->daemon_ = MHD_start_daemon(
       flags, l.port, nullptr, nullptr, &PeerServerAccess::Handle, s.get(), MHD_OPTION_SOCK_ADDR,
       reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_CONNECTION_LIMIT, s->options_.max_connections,
