@@ -42,6 +42,7 @@ struct ChunkFetch::Job {
   std::vector<char> done;  // per chunk: has its bytes or its error
   Status first_error;
   bool expedited = false;
+  Fetcher::Joiner joiner;
   std::vector<std::shared_ptr<Fetcher::Flight>> flights;
   std::vector<char> leader;  // per chunk: this call leads its flight
   ChunkKey Key(size_t i) const { return ChunkKey{v->key.object_id, v->key.version, idx[i]}; }
@@ -50,7 +51,13 @@ struct ChunkFetch::Job {
 Status ChunkFetch::Fetch(const std::shared_ptr<ObjectVersion>& v, OriginHandle& origin,
                          const std::vector<uint64_t>& idx, const Request& request,
                          std::vector<ChunkBytes>* out, FetchTally* tally) {
-  Job job{v, origin, idx, request, out, tally, {}, Status::OK(), false, {}, {}};
+  Job job{v, origin, idx, request, out, tally, {}, Status::OK(), false, {}, {}, {}};
+  if (!idx.empty()) {
+    // Whether the runs this call may lead wait on members (fetcher.h).
+    const uint64_t first = idx.front() * p_.chunk_size;
+    job.joiner.origin_only = origin.origin_only();
+    job.joiner.asks_members = origin.AsksMembers(first, (idx.back() + 1) * p_.chunk_size - first);
+  }
   out->assign(idx.size(), ChunkBytes{});
   job.done.assign(idx.size(), 0);
   for (int round = 0; round < 8; ++round) {
@@ -73,7 +80,7 @@ bool ChunkFetch::JoinFlights(Job& job) {
     if (job.done[i]) continue;
     pending = true;
     bool lead = false;
-    job.flights[i] = fetcher_.Join(job.Key(i), &lead);
+    job.flights[i] = fetcher_.Join(job.Key(i), &lead, job.joiner);
     job.leader[i] = lead;
   }
   return pending;

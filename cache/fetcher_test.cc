@@ -76,4 +76,59 @@ TEST(FetcherTest, DifferentVersionsAreDifferentFetches) {
 }
 
 }  // namespace
+// A cache group member's request (origin only) never waits on a flight
+// whose leader may wait on another member: it leads one beside it, which
+// later origin-only fetches and readers follow.
+TEST(FetcherTest, AnOriginOnlyFetchNeverFollowsAFlightThatAsksMembers) {
+  Fetcher f;
+  const ChunkKey key{1, 1, 0};
+  const Fetcher::Joiner reader{.asks_members = true, .origin_only = false};
+  const Fetcher::Joiner member{.asks_members = false, .origin_only = true};
+  bool lead = false;
+  auto asking = f.Join(key, &lead, reader);
+  ASSERT_TRUE(lead);
+  auto beside = f.Join(key, &lead, member);
+  ASSERT_TRUE(lead) << "followed a flight that asks members";
+  EXPECT_NE(beside, asking);
+  EXPECT_EQ(f.in_flight(), 2u);
+  auto second_member = f.Join(key, &lead, member);
+  EXPECT_FALSE(lead);
+  EXPECT_EQ(second_member, beside);
+  auto local = f.Join(key, &lead, reader);
+  EXPECT_FALSE(lead);
+  EXPECT_EQ(local, asking);
+  f.Complete(key, asking, Bytes("from a member"));
+  auto later = f.Join(key, &lead, reader);  // only the origin-only flight is left
+  EXPECT_FALSE(lead);
+  EXPECT_EQ(later, beside);
+  f.Complete(key, beside, Bytes("from the origin"));
+  EXPECT_EQ(std::string(Fetcher::Wait(second_member)->data.get(), 15), "from the origin");
+  EXPECT_EQ(f.in_flight(), 0u);
+  auto next = f.Join(key, &lead, member);
+  EXPECT_TRUE(lead);
+  f.Complete(key, next, Bytes("x"));
+}
+
+// A flight that reads the origin alone is followed by anyone, origin-only
+// fetches included: concurrent asks, local or from members, are one read.
+TEST(FetcherTest, AnOriginOnlyFetchFollowsAFlightThatReadsTheOrigin) {
+  Fetcher f;
+  const ChunkKey key{1, 1, 0};
+  bool lead = false;
+  auto local = f.Join(key, &lead, Fetcher::Joiner{.asks_members = false, .origin_only = false});
+  ASSERT_TRUE(lead);
+  auto member = f.Join(key, &lead, Fetcher::Joiner{.asks_members = false, .origin_only = true});
+  EXPECT_FALSE(lead);
+  EXPECT_EQ(member, local);
+  // And a member's flight is followed by a reader whose read would ask members.
+  f.Complete(key, local, Bytes("x"));
+  auto m2 = f.Join(key, &lead, Fetcher::Joiner{.asks_members = false, .origin_only = true});
+  ASSERT_TRUE(lead);
+  auto r2 = f.Join(key, &lead, Fetcher::Joiner{.asks_members = true, .origin_only = false});
+  EXPECT_FALSE(lead);
+  EXPECT_EQ(r2, m2);
+  f.Complete(key, m2, Bytes("y"));
+  EXPECT_EQ(f.in_flight(), 0u);
+}
+
 }  // namespace stoker

@@ -81,6 +81,14 @@ class OriginHandle {
   // next Get opens the path again (a recovered origin, a fresh descriptor)
   // instead of reusing it. Readers still using file keep it alive.
   void Forget(const OriginFile* file);
+  // Whether this handle reads the origin alone (a cache group member's
+  // request), never asking members.
+  bool origin_only() const { return via_ == Via::kOriginOnly; }
+  // Whether a read of [off, off + len) may wait on another member
+  // (Origin::AsksMembers).
+  bool AsksMembers(uint64_t off, uint64_t len) const {
+    return !origin_only() && origin_->AsksMembers(path_, version_, off, len);
+  }
 
  private:
   const std::shared_ptr<Origin> origin_;

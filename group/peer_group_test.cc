@@ -11,6 +11,7 @@
 
 #include "cache/object_cache.h"
 #include "group/peer_origin.h"
+#include "group/peer_protocol.h"
 #include "group/peer_server.h"
 #include "group/rendezvous.h"
 #include "util/test_files.h"
@@ -138,6 +139,7 @@ class PeerGroupTest : public ::testing::Test {
       PeerOrigin::Options po;
       po.group = "g";
       po.backoff = std::chrono::seconds(60);
+      po.stall_timeout_s = stall_timeout_s_;
       m.origin = std::make_shared<PeerOrigin>(counting_, m.members.get(), m.token.get(), po);
       CacheOptions o;
       o.dir = caches_.Sub("m" + std::to_string(i));
@@ -160,6 +162,7 @@ class PeerGroupTest : public ::testing::Test {
   }
 
   std::map<std::string, std::string> files_;
+  long stall_timeout_s_ = 30;
   ScratchDir origin_dir_{"group-origin"};
   ScratchDir caches_{"group-caches"};
   ScratchDir tokens_{"group-tokens"};
@@ -241,6 +244,62 @@ TEST_F(PeerGroupTest, AMemberWithAnotherVersionIsNotAskedToMixIt) {
   }
   EXPECT_GE(group[1].origin->counters().fallback_version.load(), 1u);
   EXPECT_EQ(group[1].members->skipped(), 0u) << "another version is no fault";
+}
+
+// Two members reading the same two chunks across an extent boundary at once,
+// each owning one side: each one's run asks the other for its half, and
+// each one's server finds the chunk it is asked for in a flight of its own
+// reader, which waits on the other. A server then reads beside that flight
+// (cache/fetcher.h) instead of waiting on it, so nobody waits for the stall
+// timeout.
+TEST_F(PeerGroupTest, MembersReadingAcrossTheirExtentsNeverWaitOnEachOther) {
+  stall_timeout_s_ = 3;
+  std::vector<Member> group = Group(2);
+  const std::vector<std::string> live = group[0].members->Live();
+  const uint64_t size = kExtentBytes + (2 << 20);
+  std::string path, data;
+  for (int i = 0; i < 64 && path.empty(); ++i) {
+    const std::string name = "across" + std::to_string(i);
+    data = Pattern(size, 40 + i);
+    WriteFile(origin_dir_.Sub(name), data);
+    auto f = counting_->Open(name);
+    ASSERT_TRUE(f.ok());
+    const std::string tag = VersionTag((*f)->Identity().value());
+    if (OwnerOf(ExtentKey{name, size, tag, 0}, live) !=
+        OwnerOf(ExtentKey{name, size, tag, 1}, live)) {
+      path = name;
+    }
+  }
+  ASSERT_FALSE(path.empty()) << "no file whose two extents have two owners";
+  const uint64_t before = counting_->bytes.load();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> readers;
+  for (Member& m : group) {
+    readers.emplace_back([&, cache = m.cache.get()] {
+      auto opened = cache->Open(path, false);
+      ASSERT_TRUE(opened.ok());
+      ReadReply reply;
+      const uint64_t off = kExtentBytes - (1 << 20);
+      ASSERT_TRUE(cache->Read(*opened->file, off, 2 << 20, &reply).ok());
+      std::string got;
+      for (const ReadSegment& seg : reply.segments()) {
+        std::string part(seg.len, '\0');
+        if (seg.mem != nullptr) {
+          part.assign(seg.mem, seg.len);
+        } else if (pread(seg.fd, part.data(), seg.len, seg.off) != static_cast<ssize_t>(seg.len)) {
+          wrong++;
+        }
+        got += part;
+      }
+      if (got != data.substr(off, 2 << 20)) wrong++;
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  for (Member& m : group) {
+    EXPECT_EQ(m.origin->counters().fallback_unreachable.load(), 0u) << "a member waited on another";
+  }
+  EXPECT_GE(counting_->bytes.load() - before, uint64_t{2} << 20);
 }
 
 }  // namespace

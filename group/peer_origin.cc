@@ -116,6 +116,18 @@ Result<std::unique_ptr<OriginFile>> PeerOrigin::OpenVersion(const std::string& p
   return std::unique_ptr<OriginFile>(std::make_unique<PeerFile>(this, inner_, path, version));
 }
 
+bool PeerOrigin::AsksMembers(const std::string& path, const OriginIdentity& version, uint64_t off,
+                             uint64_t len) {
+  const uint64_t end = std::min<uint64_t>(version.size, off + len);
+  if (off >= end || members_->All().size() < 2) return false;
+  const std::string tag = VersionTag(version);
+  const std::vector<std::string> live = members_->Live();
+  for (uint64_t e = ExtentIndexOf(off); e <= ExtentIndexOf(end - 1); ++e) {
+    if (live[OwnerOf(ExtentKey{path, version.size, tag, e}, live)] != members_->self()) return true;
+  }
+  return false;
+}
+
 Status PeerOrigin::ReadFromMember(const std::string& member, const ExtentRequest& r, char* buf) {
   HttpRequest req;
   req.url = "http://" + member + ExtentTarget(r);

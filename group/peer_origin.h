@@ -16,9 +16,12 @@
 // cache's, after every read) tells which version is right. Wrong bytes are
 // never returned (counted, and logged with the member's name).
 //
-// Hops: a member serving another reads from the origin only, but a chunk
-// it finds being fetched for a local reader, from a third member, it
-// waits for: at most two hops, never a loop.
+// Hops: a member serving another reads from the origin only (Via::
+// kOriginOnly), and never waits on a fetch of its own readers that may ask
+// a member (AsksMembers, cache/fetcher.h): it reads beside it.
+// So a request waits on origin reads alone, never on a loop of members.
+// (A member that joins or leaves between a fetch's check and its read may
+// still close one, until the stall timeout ends it.)
 //
 // Thread-safety: thread-safe; the membership and the token are.
 #pragma once
@@ -64,6 +67,10 @@ class PeerOrigin final : public ForwardingOrigin {
 
   Result<std::unique_ptr<OriginFile>> OpenVersion(const std::string& path,
                                                   const OriginIdentity& version, Via via) override;
+
+  // Whether an extent of [off, off + len) has another owner now.
+  bool AsksMembers(const std::string& path, const OriginIdentity& version, uint64_t off,
+                   uint64_t len) override;
 
   const Counters& counters() const { return counters_; }
   Membership& members() { return *members_; }

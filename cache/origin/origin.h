@@ -150,6 +150,18 @@ class Origin {
     (void)via;
     return Open(path);
   }
+  // Whether a read of [off, off + len) of that version, opened with
+  // Via::kAnywhere, may wait on another member of a cache group
+  // (group/peer_origin.h): the cache keeps fetches that must not wait on
+  // members from waiting on one that may (cache/fetcher.h). Default: no.
+  virtual bool AsksMembers(const std::string& path, const OriginIdentity& version, uint64_t off,
+                           uint64_t len) {
+    (void)path;
+    (void)version;
+    (void)off;
+    (void)len;
+    return false;
+  }
   // Extended attributes, passed through. ENOTSUP/ENODATA where none.
   virtual Result<std::string> GetXattr(const std::string& path, const std::string& name) = 0;
   virtual Result<std::vector<std::string>> ListXattr(const std::string& path) = 0;
@@ -200,6 +212,10 @@ class ForwardingOrigin : public Origin {
   }
   Result<std::vector<std::string>> ListXattr(const std::string& path) override {
     return inner_->ListXattr(path);
+  }
+  bool AsksMembers(const std::string& path, const OriginIdentity& version, uint64_t off,
+                   uint64_t len) override {
+    return inner_->AsksMembers(path, version, off, len);
   }
   OriginBackoff* backoff() override { return inner_->backoff(); }
   std::string IoBackendName() const override { return inner_->IoBackendName(); }

@@ -90,6 +90,12 @@ Result<std::unique_ptr<OriginFile>> ViewNamespace::OpenVersion(const std::string
   return raw_->OpenVersion(path, version, via);
 }
 
+bool ViewNamespace::AsksMembers(const std::string& path, const OriginIdentity& version,
+                                uint64_t off, uint64_t len) {
+  std::string rest;
+  return Route(path, &rest) == nullptr && raw_->AsksMembers(path, version, off, len);
+}
+
 Result<std::string> ViewNamespace::GetXattr(const std::string& path, const std::string& name) {
   std::string rest;
   if (ViewOrigin* v = Route(path, &rest)) return v->GetXattr(rest, name);

@@ -44,6 +44,10 @@ class ViewNamespace final : public Origin, public DerivedSource {
   // A raw path's goes to the raw origin; a view file's is its view's Open.
   Result<std::unique_ptr<OriginFile>> OpenVersion(const std::string& path,
                                                   const OriginIdentity& version, Via via) override;
+  // A raw path's, the raw origin's; a view file's is never read from a
+  // member (views read their raw bytes through the cache).
+  bool AsksMembers(const std::string& path, const OriginIdentity& version, uint64_t off,
+                   uint64_t len) override;
   Result<std::string> GetXattr(const std::string& path, const std::string& name) override;
   Result<std::vector<std::string>> ListXattr(const std::string& path) override;
   bool IsDerived(const std::string& path) const override;
