@@ -41,6 +41,7 @@ Subcommand AddFsckCommand(CLI::App& root);
 Subcommand AddWarmCommand(CLI::App& root);
 Subcommand AddOrderCommand(CLI::App& root);
 Subcommand AddRefreshCommand(CLI::App& root);
+Subcommand AddFluidCommand(CLI::App& root);
 
 // Prints "stoker: error: <message>" on stderr.
 inline void PrintError(const std::string& message) {

@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "stoker " STOKER_VERSION, "Print the version and exit");
   app.require_subcommand(0, 1);
   std::vector<Subcommand> commands = {
-      AddMountCommand(app), AddUnmountCommand(app), AddStatCommand(app),   AddFsckCommand(app),
-      AddWarmCommand(app),  AddOrderCommand(app),   AddRefreshCommand(app)};
+      AddMountCommand(app), AddUnmountCommand(app), AddStatCommand(app),    AddFsckCommand(app),
+      AddWarmCommand(app),  AddOrderCommand(app),   AddRefreshCommand(app), AddFluidCommand(app)};
   UntypePositionals(app);
   std::vector<std::string> helper_args;
   std::vector<char*> helper_argv;

@@ -65,6 +65,14 @@ bool Ignored(std::string_view key) {
 
 }  // namespace
 
+MountOptionKind MountOptionKindOf(std::string_view key) {
+  if (kValued.contains(key)) return MountOptionKind::kValued;
+  if (kFlags.contains(key)) return MountOptionKind::kFlag;
+  if (kPassed.contains(key) || key == "max_read") return MountOptionKind::kPassed;
+  if (Ignored(key)) return MountOptionKind::kIgnored;
+  return MountOptionKind::kUnknown;
+}
+
 Result<std::vector<std::string>> MountHelperArgs(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
   std::vector<std::string> options;
@@ -97,10 +105,11 @@ Result<std::vector<std::string>> MountHelperArgs(const std::vector<std::string>&
       for (char& c : k) c = c == '_' ? '-' : c;
       return k;
     }();
-    if (Ignored(o) || Ignored(key)) continue;
-    if (kPassed.contains(key) || key == "max_read") {
+    const MountOptionKind kind = Ignored(o) ? MountOptionKind::kIgnored : MountOptionKindOf(key);
+    if (kind == MountOptionKind::kIgnored) continue;
+    if (kind == MountOptionKind::kPassed) {
       passed.push_back(o);
-    } else if (kValued.contains(key)) {
+    } else if (kind == MountOptionKind::kValued) {
       if (eq == std::string::npos || eq + 1 == o.size()) {
         return Status::Invalid("-o " + key + " needs a value (" + key + "=...)");
       }
@@ -110,7 +119,7 @@ Result<std::vector<std::string>> MountHelperArgs(const std::vector<std::string>&
       }
       out.push_back(flag);
       out.push_back(value);
-    } else if (kFlags.contains(key)) {
+    } else if (kind == MountOptionKind::kFlag) {
       if (eq != std::string::npos) return Status::Invalid("-o " + key + " takes no value");
       out.push_back(flag);
     } else {

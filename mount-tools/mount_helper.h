@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "util/status.h"
@@ -22,6 +23,16 @@ namespace stoker {
 // The arguments of `stoker mount` for a mount helper's arguments (ORIGIN DIR
 // and options, as mount(8) passes them: -o OPTS, -n, -s, -v, -f).
 Result<std::vector<std::string>> MountHelperArgs(const std::vector<std::string>& args);
+
+// What a mount option is, by its -o key (words joined by _).
+enum class MountOptionKind {
+  kValued,   // a `stoker mount` option that takes a value: cache=DIR is --cache DIR
+  kFlag,     // a `stoker mount` flag: no_supervise is --no-supervise
+  kPassed,   // a FUSE or VFS option, passed on as -o (allow_other)
+  kIgnored,  // fstab's and mount(8)'s own (noauto, _netdev, x-systemd.*)
+  kUnknown,
+};
+MountOptionKind MountOptionKindOf(std::string_view key);
 
 // The arguments of `stoker unmount` for umount(8)'s helper arguments (DIR,
 // and -n, -l for lazy, -f, -v, -r, -t TYPE).

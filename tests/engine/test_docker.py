@@ -17,6 +17,12 @@ image built from docker/Dockerfile, and ways 1 and 2 run as written there.
   fsck), and a new daemon container on the same cache serves the same reads
   from the cache alone.
 
+- Fluid: the image as a ThinRuntimeProfile's FUSE container, `stoker fluid`
+  with a config shaped as Fluid writes it (and an S3-style secret file as
+  Fluid mounts one) at /etc/fluid/config/config.json, mounts the Dataset at
+  targetPath below an `rshared` bind (Fluid's Bidirectional propagation), a
+  second container reads it, and `docker stop` unmounts and exits 0.
+
 What an engine adds nothing to (PID 1 reaping, a non-root daemon, the
 files in docker/) stays in tests/integration/test_containers.py, which
 builds the same isolation with util-linux.
@@ -156,15 +162,19 @@ def run_daemon(engine, origin, cache, shared_dir):
                        "-v", f"{shared_dir}:/mnt/stoker:rshared",
                        IMAGE, "mount", "/origin", "/mnt/stoker/imagenet", "--cache", "/cache",
                        "-o", "allow_other")
-    mnt = shared_dir / "imagenet"
+    wait_mounted(engine, cid, shared_dir / "imagenet")
+    return cid
 
+
+def wait_mounted(engine, cid, mnt):
+    """Until the container's mount shows at mnt on the host; fails at once
+    if the container ends."""
     def up():
         state = engine.docker("inspect", "-f", "{{.State.Running}}", cid).stdout.strip()
         assert state == "true", "the daemon's container ended:\n" + \
             engine.docker("logs", cid).stderr[-3000:]
         return lib.is_mounted(mnt)
-    lib.wait_until(up, lib.MOUNT_TIMEOUT, what="the daemon's mount on the host")
-    return cid
+    lib.wait_until(up, lib.MOUNT_TIMEOUT, what=f"the container's mount at {mnt} on the host")
 
 
 def stop_daemon(engine, cid, mnt):
@@ -212,3 +222,38 @@ def test_way2_daemon_in_a_container_serves_another(engine, stoker_bin, shared_di
     assert s["origin_bytes_read"] == 0, s
     assert s["cache_hit_bytes"] > 0 or s["passthrough_opens"] > 0, s
     stop_daemon(engine, daemon, mnt)
+
+
+def test_fluid_thin_runtime_container_mounts_the_dataset(engine, stoker_bin, shared_dir, tmp_path):
+    origin = tmp_path / "origin"
+    want = make_origin(origin)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    secrets = tmp_path / "secrets"
+    (secrets / "ds-s3").mkdir(parents=True)
+    (secrets / "ds-s3" / "region").write_text("eu-west-1\n")
+    config = tmp_path / "config.json"
+    target = "/runtime-mnt/thin/default/imagenet/thin-fuse"
+    config.write_text(json.dumps({
+        "mounts": [{"mountPoint": "local:///origin", "name": "imagenet", "readOnly": True,
+                    "options": {"chunk-size": "1M", "aws-region": "/etc/fluid/secrets/ds-s3/region"}}],
+        "targetPath": target,
+        "runtimeOptions": {"cache-size": "1G"},
+        "accessModes": ["ReadOnlyMany"]}))
+    reader = sleeper(engine, f"{shared_dir}:/mnt/stoker:ro,rslave")
+    cid = run_detached(engine, *DAEMON_FLAGS,
+                       "-v", f"{origin}:/origin:ro", "-v", f"{cache}:/var/cache/stoker",
+                       "-v", f"{config}:/etc/fluid/config/config.json:ro",
+                       "-v", f"{secrets}:/etc/fluid/secrets:ro",
+                       "-v", f"{shared_dir}:/runtime-mnt/thin/default/imagenet:rshared",
+                       IMAGE, "fluid")
+    mnt = shared_dir / "thin-fuse"
+    wait_mounted(engine, cid, mnt)
+    check_container_reads(engine, reader, "/mnt/stoker/thin-fuse", want)
+    environ = engine.docker("exec", cid, "cat", "/proc/1/environ", check=True).stdout
+    assert "AWS_REGION=eu-west-1" in environ.split("\0"), environ
+    assert stats_of(mnt)["cache_capacity_bytes"] == 1 << 30
+    stop_daemon(engine, cid, mnt)
+    assert listing_in(engine, reader, "/mnt/stoker/thin-fuse") == []
+    r = lib.fsck(cache)
+    assert r.returncode == 0, "the cache a stopped FUSE container left fails fsck\n" + lib.describe(r)

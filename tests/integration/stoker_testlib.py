@@ -373,6 +373,9 @@ class StokerMount:
         return [STOKER_BIN, "mount", str(self.origin), str(self.mnt),
                 "--cache", str(self.cache), *self.args]
 
+    def foreground_command(self):
+        return self.command() + ["--foreground"]
+
     def _limits(self):
         if self.nofile is not None:
             import resource
@@ -396,7 +399,7 @@ class StokerMount:
         self.created = time.monotonic()
         self.mounted_once = True
         self.foreground_log = open(self.cache.parent / (self.cache.name + ".fg.log"), "w+")
-        self.proc = subprocess.Popen(self.command() + ["--foreground"],
+        self.proc = subprocess.Popen(self.foreground_command(),
                                      stdout=self.foreground_log,
                                      stderr=subprocess.STDOUT)
 

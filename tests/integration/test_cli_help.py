@@ -13,7 +13,7 @@ import pytest
 import stoker_testlib as lib
 from test_cli import paths  # noqa: F401 (a fixture: tmp, origin holding f, mnt, cache)
 
-SUBCOMMANDS = ["mount", "unmount", "stat", "warm", "fsck", "order", "refresh"]
+SUBCOMMANDS = ["mount", "unmount", "stat", "warm", "fsck", "order", "refresh", "fluid"]
 
 
 def help_text(*cmd):
