@@ -15,6 +15,7 @@ Prefetcher::Prefetcher(const CacheOptions& options, Parts parts)
       dir_prefetch_bytes_(options.dir_prefetch_bytes),
       defer_plain_prefetch_stores_(options.defer_plain_prefetch_stores),
       verify_at_open_bytes_(options.verify_at_open_bytes),
+      data_files_in_page_cache_(options.data_files_in_page_cache),
       readahead_limit_(ReadaheadLimit(options)),
       p_(std::move(parts)),
       dir_scan_(DirScan::Options{static_cast<size_t>(options.dir_prefetch_files)}, p_.list) {}
@@ -139,6 +140,13 @@ void Prefetcher::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>&
     // cache (whose pages are the copy to keep), readahead(2) brings them
     // into the page cache without waiting.
     const bool hold = readahead != nullptr && p_.writer->Direct(v);
+    // A file with a data file of its own is, passed through, read by the
+    // kernel from that file with the kernel's own readahead, whose folios
+    // grow to 2 MiB; readahead(2) ahead of it fills the range with 4 KiB
+    // folios (page_cache_ra_unbounded), which cost its reader 10-20% from
+    // memory and from the SSD. Left to the kernel.
+    const bool kernel_reads =
+        readahead == nullptr && data_files_in_page_cache_ && !p_.writer->UsesSlab(v);
     if (hold && !verified.empty()) {
       std::vector<ChunkToCheck> held;
       for (uint64_t i : verified) held.push_back({i, 0, slot});
@@ -148,7 +156,7 @@ void Prefetcher::LoadCached(const ObjectVersion& v, const std::vector<uint64_t>&
         if (reads[k].whole()) readahead->Put(held[k].idx, reads[k].bytes(), readahead_limit_);
       }
     }
-    for (size_t a = 0; !hold && a < verified.size();) {
+    for (size_t a = 0; !hold && !kernel_reads && a < verified.size();) {
       size_t b = a;
       while (b + 1 < verified.size() && verified[b + 1] == verified[b] + 1) ++b;
       const ChunkKey ka{v.key.object_id, v.key.version, verified[a]};

@@ -73,7 +73,8 @@ class Prefetcher {
     DirScan::Lister list;
   };
   // options: prefetch_bytes, dir_prefetch_files, dir_prefetch_bytes,
-  // defer_plain_prefetch_stores and verify_at_open_bytes are used.
+  // defer_plain_prefetch_stores, verify_at_open_bytes and
+  // data_files_in_page_cache are used.
   Prefetcher(const CacheOptions& options, Parts parts);
 
   void Start(WorkerPool* pool) { pool_ = pool; }
@@ -133,6 +134,7 @@ class Prefetcher {
   const uint64_t dir_prefetch_bytes_;
   const bool defer_plain_prefetch_stores_;
   const uint64_t verify_at_open_bytes_;
+  const bool data_files_in_page_cache_;
   const size_t readahead_limit_;
   const Parts p_;
   DirScan dir_scan_;
