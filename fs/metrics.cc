@@ -155,6 +155,7 @@ const std::map<std::string_view, std::string_view> kHelp = {
     {"group_peer_bytes", "bytes read from other members instead of the origin"},
     {"group_fallback_unreachable", "reads sent to the origin: a member did not answer in time"},
     {"group_fallback_refused", "reads sent to the origin: a member refused or answered wrongly"},
+    {"group_fallback_busy", "reads sent to the origin: the owner stayed at its bound on reads"},
     {"group_fallback_version", "reads sent to the origin: the owner holds another version"},
     {"group_fallback_checksum",
      "reads sent to the origin: a member's bytes failed their checksums"},

@@ -118,6 +118,7 @@ nlohmann::json CacheGroup::Stats() const {
       {"group_peer_bytes", c.bytes.load()},
       {"group_fallback_unreachable", c.fallback_unreachable.load()},
       {"group_fallback_refused", c.fallback_refused.load()},
+      {"group_fallback_busy", c.fallback_busy.load()},
       {"group_fallback_version", c.fallback_version.load()},
       {"group_fallback_checksum", c.fallback_checksum.load()},
   };

@@ -125,7 +125,7 @@ class PeerGroupTest : public ::testing::Test {
 
   // n members, each with its own cache, all knowing each other.
   std::vector<Member> Group(int n, const std::string& token_file = "token",
-                            bool first_flips_bytes = false) {
+                            bool first_flips_bytes = false, unsigned first_max_requests = 8) {
     std::vector<std::string> names;
     for (int i = 0; i < n; ++i) names.push_back("127.0.0.1:" + std::to_string(FreePort()));
     std::string list;
@@ -150,6 +150,7 @@ class PeerGroupTest : public ::testing::Test {
       so.listen = ParseHostPort(m.name).value();
       so.group = "g";
       so.flip_a_byte_for_tests = first_flips_bytes && i == 0;
+      if (i == 0) so.max_requests = first_max_requests;
       m.server = PeerServer::Start(so, m.cache.get(), m.token.get()).value();
     }
     return group;
@@ -226,6 +227,25 @@ TEST_F(PeerGroupTest, BytesThatDoNotMatchTheirChecksumsAreNeverServed) {
   EXPECT_GE(group[1].origin->counters().fallback_checksum.load(), 1u);
   EXPECT_EQ(group[1].origin->counters().bytes.load(), 0u);
   EXPECT_EQ(group[1].members->skipped(), 1u);
+}
+
+// A member at its bound on reads in flight answers 503: the asker asks again
+// after short pauses, then reads the origin, and keeps asking that member
+// (busy is no fault: skipping it would send its whole share to the origin).
+TEST_F(PeerGroupTest, ABusyMemberIsAskedAgainAndNeverSkipped) {
+  std::vector<Member> group = Group(2, "token", false, /*first_max_requests=*/0);
+  const auto& c = group[1].origin->counters();
+  for (const auto& [path, data] : files_) {
+    if (path == "big") continue;  // each busy read costs 630 ms
+    ASSERT_EQ(Diff(ReadAll(*group[1].cache, path), data), "") << path;
+    if (c.fallback_busy.load() >= 2) break;
+  }
+  EXPECT_GE(c.fallback_busy.load(), 2u);
+  EXPECT_EQ(c.fallback_refused.load(), 0u);
+  EXPECT_EQ(group[1].members->skipped(), 0u);
+  // Each busy read was asked 7 times: at once, then after 10, 20, 40, 80,
+  // 160 and 320 ms.
+  EXPECT_EQ(group[0].server->counters().busy.load(), c.fallback_busy.load() * 7);
 }
 
 TEST_F(PeerGroupTest, AMemberWithAnotherVersionIsNotAskedToMixIt) {

@@ -1,6 +1,7 @@
 #include "group/peer_origin.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "cache/origin/remote/http_client.h"
@@ -136,7 +137,20 @@ Status PeerOrigin::ReadFromMember(const std::string& member, const ExtentRequest
   req.max_retries = 0;
   req.sink = buf;
   req.sink_len = r.length;
+  // A member at its bound on reads in flight (503) is asked again after a
+  // pause, a few times, then this read goes to the origin: busy is no
+  // fault, and leaving the member out for the back-off would send its whole
+  // share to the origin meanwhile.
   Result<HttpResponse> resp = client_->Perform(req);
+  for (auto pause = kBusyFirstPause; resp.ok() && resp->status == 503 && pause <= kBusyLastPause;
+       pause *= 2) {
+    std::this_thread::sleep_for(pause);
+    resp = client_->Perform(req);
+  }
+  if (resp.ok() && resp->status == 503) {
+    counters_.fallback_busy++;
+    return Status::Error(EBUSY, "member " + member + " is busy");
+  }
   auto skip = [&](std::atomic<uint64_t>& counter, const std::string& why) {
     counter++;
     members_->Skip(member, options_.backoff);

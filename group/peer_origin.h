@@ -8,13 +8,15 @@
 // opens with Via::kOriginOnly) goes to the origin as before.
 //
 // A member that does not answer within the timeouts, refuses (401, 404,
-// 503, a malformed answer), or sends bytes whose checksums are wrong is
+// a malformed answer), or sends bytes whose checksums are wrong is
 // skipped for Options::backoff (Membership::Skip) and the read goes to the
 // origin: a reader never sees an error, nor waits longer than the stall
 // timeout, because of a member. A member that holds another version (409)
 // is not skipped; that read goes to the origin, whose identity check (the
-// cache's, after every read) tells which version is right. Wrong bytes are
-// never returned (counted, and logged with the member's name).
+// cache's, after every read) tells which version is right. A member at its
+// bound on reads in flight (503) is asked again after short pauses, then
+// the read goes to the origin, and it is not skipped either. Wrong bytes
+// are never returned (counted, and logged with the member's name).
 //
 // Hops: a member serving another reads from the origin only (Via::
 // kOriginOnly), and never waits on a fetch of its own readers that may ask
@@ -51,12 +53,18 @@ class PeerOrigin final : public ForwardingOrigin {
     long connect_timeout_s = 2;
     long stall_timeout_s = 30;
   };
+  // A member that answers 503 (at its bound on reads in flight) is asked
+  // again after kBusyFirstPause, then after twice that, up to
+  // kBusyLastPause (630 ms in all), and not skipped.
+  static constexpr std::chrono::milliseconds kBusyFirstPause{10};
+  static constexpr std::chrono::milliseconds kBusyLastPause{320};
   struct Counters {
     std::atomic<uint64_t> reads{0};  // extent reads answered by a member
     std::atomic<uint64_t> bytes{0};  // their bytes
     // Reads that went to the origin instead, by why.
     std::atomic<uint64_t> fallback_unreachable{0};  // no answer, a stall, a transport error
-    std::atomic<uint64_t> fallback_refused{0};      // 401, 404, 416, 503, a malformed answer
+    std::atomic<uint64_t> fallback_refused{0};      // 401, 404, 416, a malformed answer
+    std::atomic<uint64_t> fallback_busy{0};         // 503 still after kBusyLastPause
     std::atomic<uint64_t> fallback_version{0};      // 409
     std::atomic<uint64_t> fallback_checksum{0};     // wrong bytes
   };

@@ -269,6 +269,7 @@ std::string FormatStats(const nlohmann::json& s) {
     // docs/kubernetes.md: a cache group.
     const uint64_t fallbacks = Count(s, "group_fallback_unreachable").value_or(0) +
                                Count(s, "group_fallback_refused").value_or(0) +
+                               Count(s, "group_fallback_busy").value_or(0) +
                                Count(s, "group_fallback_version").value_or(0) +
                                Count(s, "group_fallback_checksum").value_or(0);
     rows.emplace_back("cache group", Text(s, "group") + ": " + Number(s, "group_members") +
