@@ -108,11 +108,23 @@ class Nginx(Server):
         if not p.exists():
             return out
         for line in p.read_text(errors="replace").splitlines():
-            conn, nreq, status, rest = line.split(" ", 3)
+            conn, nreq, status, _, rest = line.split(" ", 4)
             request, _, rng = rest.rpartition(' "')
             method, path = request.strip('"').split(" ")[:2]
             out.append((int(conn), int(nreq), int(status), method, path, rng.rstrip('"')))
         return out
+
+    def file_bytes_sent(self):
+        """Body bytes nginx sent for files (not listings), all requests together."""
+        p = self.workdir / "access.log"
+        if not p.exists():
+            return 0
+        total = 0
+        for line in p.read_text(errors="replace").splitlines():
+            sent, request = line.split(" ", 4)[3:]
+            if not request.split(" ")[1].endswith("/"):
+                total += int(sent)
+        return total
 
     def argv(self):
         w = self.workdir
@@ -127,7 +139,7 @@ pid {w}/nginx.pid;
 error_log {w}/error.log warn;
 events {{ worker_connections 512; }}
 http {{
-  log_format stoker '$connection $connection_requests $status "$request" "$http_range"';
+  log_format stoker '$connection $connection_requests $status $body_bytes_sent "$request" "$http_range"';
   access_log {w}/access.log stoker;
   client_body_temp_path {w}/body;
   proxy_temp_path {w}/proxy;

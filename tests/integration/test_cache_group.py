@@ -1,10 +1,14 @@
 """A cache group on one machine (--peers): several mounts, each with its own
 cache, over one origin, serving each other on loopback ports. Every member
 reads the whole dataset at once, in its own shuffled order: every byte is
-right, and the origin is read about once, not once per member. A member
-that stops answering (SIGSTOP) costs the others no error, only reads from
-the origin. Bad group options are refused before anything mounts."""
+right, and the origin is read about once, not once per member: a local
+directory with 3 members, and 4 members over nginx (bytes counted in its
+access log) and over moto's S3. A member that stops answering (SIGSTOP), or
+is killed with SIGKILL while the others read, costs them no error, only
+reads from the origin. Bad group options are refused before anything
+mounts."""
 
+import json
 import os
 import signal
 import threading
@@ -110,6 +114,99 @@ def test_a_member_that_stops_answering_costs_no_error(mounts, group_setup):
         assert st["group_members_skipped"] == 1, st
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def read_all_at_once(ms, files, during=None):
+    """Every member reads everything at once, each in its own order; during,
+    if given, runs meanwhile. The errors, none expected."""
+    errors = []
+    threads = [threading.Thread(target=read_everything, args=(m.mnt, files, i, errors))
+               for i, m in enumerate(ms)]
+    for t in threads:
+        t.start()
+    if during:
+        during()
+    for t in threads:
+        t.join(600)
+    assert not any(t.is_alive() for t in threads), "a reader hung"
+    return errors
+
+
+def check_group_read_once(ms, files, origin_read):
+    total = sum(len(d) for d in files.values())
+    group = [{k: v for k, v in m.stats().items() if k.startswith("group_") or k == "origin_bytes_read"}
+             for m in ms]
+    assert total <= origin_read <= total * 105 // 100, json.dumps([origin_read, total, group])
+    assert sum(m.stats()["group_peer_bytes"] for m in ms) > total, "members did not share"
+    for m in ms:
+        st = m.stats()
+        assert st["group_members"] == len(ms), st
+        assert st["group_fallback_unreachable"] == 0 and st["group_fallback_checksum"] == 0, st
+        assert st["errors"] == 0, st
+
+
+@pytest.mark.skipif(not rs.have_nginx(), reason="nginx is not installed")
+def test_four_members_over_nginx_make_it_serve_the_dataset_once(mounts, group_setup, tmp_path):
+    origin, files, token, _ = group_setup
+    ports = [rs.free_port() for _ in range(4)]
+    server = rs.Nginx(origin, tmp_path / "nginx").start()
+    try:
+        ms = [mounts.make(server.url + "/json/", args=group_args(ports, i, token))
+              for i in range(4)]
+        errors = read_all_at_once(ms, files)
+        assert not errors, errors[:5]
+        check_group_read_once(ms, files, server.file_bytes_sent())
+    finally:
+        server.kill()
+
+
+@pytest.mark.skipif(not rs.have_moto(), reason="moto/boto3 are not installed")
+def test_four_members_over_s3_read_the_bucket_once(mounts, group_setup, tmp_path):
+    origin, files, token, _ = group_setup
+    ports = [rs.free_port() for _ in range(4)]
+    server = rs.Moto(tmp_path / "moto").start()
+    try:
+        s3 = server.client()
+        s3.create_bucket(Bucket="group")
+        for rel, data in files.items():
+            s3.put_object(Bucket="group", Key=f"ds/{rel}", Body=data)
+        with rs.aws_env("AKIDGROUPTEST", "group-test-secret"):
+            ms = [mounts.make("s3://group/ds",
+                              args=group_args(ports, i, token, "--s3-endpoint", server.endpoint))
+                  for i in range(4)]
+        errors = read_all_at_once(ms, files)
+        assert not errors, errors[:5]
+        check_group_read_once(ms, files, origin_bytes(ms))
+    finally:
+        server.kill()
+
+
+def test_a_member_killed_while_the_others_read_costs_no_error(mounts, group_setup):
+    origin, files, token, _ = group_setup
+    ports = [rs.free_port() for _ in range(4)]
+    ms = [mounts.make(origin, args=group_args(ports, i, token, "--origin-stall-timeout", "3"))
+          for i in range(4)]
+    gone = ms.pop()
+
+    def kill_it():
+        # Once the others are asking members, the fourth goes away at once,
+        # its supervisor too: a node that is lost.
+        lib.wait_until(lambda: sum(m.stats()["group_peer_reads"] for m in ms) >= 1, 60,
+                       what="reads from members")
+        for pid in lib.daemon_pids_for(gone.mnt):
+            os.kill(pid, signal.SIGKILL)
+
+    errors = read_all_at_once(ms, files, during=kill_it)
+    assert not errors, errors[:5]
+    for m in ms:
+        st = m.stats()
+        assert st["errors"] == 0 and st["group_fallback_checksum"] == 0, st
+    assert sum(m.stats()["group_fallback_unreachable"] for m in ms) >= 1
+    # The survivors now hold the whole dataset: a second pass reads no origin byte.
+    before = origin_bytes(ms)
+    errors = read_all_at_once(ms, files)
+    assert not errors, errors[:5]
+    assert origin_bytes(ms) == before
 
 
 @pytest.mark.parametrize("args,words", [
