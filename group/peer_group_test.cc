@@ -236,16 +236,15 @@ TEST_F(PeerGroupTest, ABusyMemberIsAskedAgainAndNeverSkipped) {
   std::vector<Member> group = Group(2, "token", false, /*first_max_requests=*/0);
   const auto& c = group[1].origin->counters();
   for (const auto& [path, data] : files_) {
-    if (path == "big") continue;  // each busy read costs 630 ms
+    if (path == "big") continue;
     ASSERT_EQ(Diff(ReadAll(*group[1].cache, path), data), "") << path;
-    if (c.fallback_busy.load() >= 2) break;
+    if (c.fallback_busy.load() >= 1) break;  // each costs 2.55 s
   }
-  EXPECT_GE(c.fallback_busy.load(), 2u);
+  EXPECT_GE(c.fallback_busy.load(), 1u);
   EXPECT_EQ(c.fallback_refused.load(), 0u);
   EXPECT_EQ(group[1].members->skipped(), 0u);
-  // Each busy read was asked 7 times: at once, then after 10, 20, 40, 80,
-  // 160 and 320 ms.
-  EXPECT_EQ(group[0].server->counters().busy.load(), c.fallback_busy.load() * 7);
+  // Each busy read was asked 9 times: at once, then after 10, 20, ... 1280 ms.
+  EXPECT_EQ(group[0].server->counters().busy.load(), c.fallback_busy.load() * 9);
 }
 
 TEST_F(PeerGroupTest, AMemberWithAnotherVersionIsNotAskedToMixIt) {

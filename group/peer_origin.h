@@ -55,9 +55,9 @@ class PeerOrigin final : public ForwardingOrigin {
   };
   // A member that answers 503 (at its bound on reads in flight) is asked
   // again after kBusyFirstPause, then after twice that, up to
-  // kBusyLastPause (630 ms in all), and not skipped.
+  // kBusyLastPause (2.55 s in all), and not skipped.
   static constexpr std::chrono::milliseconds kBusyFirstPause{10};
-  static constexpr std::chrono::milliseconds kBusyLastPause{320};
+  static constexpr std::chrono::milliseconds kBusyLastPause{1280};
   struct Counters {
     std::atomic<uint64_t> reads{0};  // extent reads answered by a member
     std::atomic<uint64_t> bytes{0};  // their bytes
