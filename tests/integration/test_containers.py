@@ -772,6 +772,20 @@ def test_kubernetes_daemonset_and_consumer():
     assert mounts_by_name(c)["origin"]["readOnly"] is True
     assert spec["terminationGracePeriodSeconds"] >= 30
     assert c["readinessProbe"]["exec"]["command"][:2] == ["stoker", "stat"]
+    # The cache group: a headless Service names the members, each advertises its own address.
+    (svc,) = load_yaml("k8s/group-service.yaml")
+    assert svc["kind"] == "Service" and svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    args = c["args"]
+    host, port = args[args.index("--peers") + 1].removeprefix("dns:").rsplit(":", 1)
+    assert host.split(".")[0] == svc["metadata"]["name"]
+    assert svc["spec"]["ports"][0]["port"] == int(port)
+    assert args[args.index("--peer-listen") + 1] == f"0.0.0.0:{port}"
+    assert args[args.index("--peer-advertise") + 1] == f"$(POD_IP):{port}"
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c["env"]
+    token = args[args.index("--peer-token-file") + 1]
+    secret_mount = mounts_by_name(c)["group-token"]
+    assert token.startswith(secret_mount["mountPath"] + "/") and "secret" in volumes["group-token"]
 
     assert pod["kind"] == "Pod"
     pspec = pod["spec"]
