@@ -141,13 +141,21 @@ Status PeerOrigin::ReadFromMember(const std::string& member, const ExtentRequest
   // pause, a few times, then this read goes to the origin: busy is no
   // fault, and leaving the member out for the back-off would send its whole
   // share to the origin meanwhile.
+  // So is a connection it closed before answering (a reset, an empty
+  // reply): libmicrohttpd closes what is past its bounds on connections. A
+  // member that is gone refuses the next connection, and a slow one times
+  // out: those are skipped.
+  auto busy = [](const Result<HttpResponse>& r) {
+    if (r.ok()) return r->status == 503;
+    return r.status().code() == EIO &&
+           r.status().message().find("timed out") == std::string::npos;  // HttpClient's words
+  };
   Result<HttpResponse> resp = client_->Perform(req);
-  for (auto pause = kBusyFirstPause; resp.ok() && resp->status == 503 && pause <= kBusyLastPause;
-       pause *= 2) {
+  for (auto pause = kBusyFirstPause; busy(resp) && pause <= kBusyLastPause; pause *= 2) {
     std::this_thread::sleep_for(pause);
     resp = client_->Perform(req);
   }
-  if (resp.ok() && resp->status == 503) {
+  if (busy(resp)) {
     counters_.fallback_busy++;
     return Status::Error(EBUSY, "member " + member + " is busy");
   }

@@ -14,8 +14,9 @@
 // timeout, because of a member. A member that holds another version (409)
 // is not skipped; that read goes to the origin, whose identity check (the
 // cache's, after every read) tells which version is right. A member at its
-// bound on reads in flight (503) is asked again after short pauses, then
-// the read goes to the origin, and it is not skipped either. Wrong bytes
+// bounds (a 503, or a connection it closed unanswered) is asked again after
+// short pauses, then the read goes to the origin, and it is not skipped
+// either. Wrong bytes
 // are never returned (counted, and logged with the member's name).
 //
 // Hops: a member serving another reads from the origin only (Via::
@@ -64,9 +65,10 @@ class PeerOrigin final : public ForwardingOrigin {
     // Reads that went to the origin instead, by why.
     std::atomic<uint64_t> fallback_unreachable{0};  // no answer, a stall, a transport error
     std::atomic<uint64_t> fallback_refused{0};      // 401, 404, 416, a malformed answer
-    std::atomic<uint64_t> fallback_busy{0};         // 503 still after kBusyLastPause
-    std::atomic<uint64_t> fallback_version{0};      // 409
-    std::atomic<uint64_t> fallback_checksum{0};     // wrong bytes
+    std::atomic<uint64_t> fallback_busy{
+        0};  // 503 or a dropped connection still after kBusyLastPause
+    std::atomic<uint64_t> fallback_version{0};   // 409
+    std::atomic<uint64_t> fallback_checksum{0};  // wrong bytes
   };
 
   // members and token outlive this origin.
