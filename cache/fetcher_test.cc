@@ -75,7 +75,6 @@ TEST(FetcherTest, DifferentVersionsAreDifferentFetches) {
   f.Complete({1, 2, 0}, fb, Bytes("b"));
 }
 
-}  // namespace
 // A cache group member's request (origin only) never waits on a flight
 // whose leader may wait on another member: it leads one beside it, which
 // later origin-only fetches and readers follow.
@@ -131,4 +130,5 @@ TEST(FetcherTest, AnOriginOnlyFetchFollowsAFlightThatReadsTheOrigin) {
   EXPECT_EQ(f.in_flight(), 0u);
 }
 
+}  // namespace
 }  // namespace stoker

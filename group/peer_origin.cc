@@ -52,9 +52,7 @@ class PeerFile final : public OriginFile {
       const uint64_t extent_end = (ExtentIndexOf(at) + 1) * kExtentBytes;
       const size_t n = static_cast<size_t>(
           std::min<uint64_t>({len - done, extent_end - at, kMaxRequestBytes, size - at}));
-      const std::vector<std::string> live = group_->members().Live();
-      const std::string& owner =
-          live[OwnerOf(ExtentKey{path_, size, tag_, ExtentIndexOf(at)}, live)];
+      const std::string owner = group_->OwnerNow(ExtentKey{path_, size, tag_, ExtentIndexOf(at)});
       bool got = false;
       if (owner != group_->members().self()) {
         ExtentRequest r{group_->options_.group, path_, size, tag_, at, n};
@@ -122,11 +120,15 @@ bool PeerOrigin::AsksMembers(const std::string& path, const OriginIdentity& vers
   const uint64_t end = std::min<uint64_t>(version.size, off + len);
   if (off >= end || members_->All().size() < 2) return false;
   const std::string tag = VersionTag(version);
-  const std::vector<std::string> live = members_->Live();
   for (uint64_t e = ExtentIndexOf(off); e <= ExtentIndexOf(end - 1); ++e) {
-    if (live[OwnerOf(ExtentKey{path, version.size, tag, e}, live)] != members_->self()) return true;
+    if (OwnerNow(ExtentKey{path, version.size, tag, e}) != members_->self()) return true;
   }
   return false;
+}
+
+std::string PeerOrigin::OwnerNow(const ExtentKey& key) const {
+  const std::vector<std::string> live = members_->Live();
+  return live[OwnerOf(key, live)];
 }
 
 Status PeerOrigin::ReadFromMember(const std::string& member, const ExtentRequest& r, char* buf) {
@@ -137,14 +139,12 @@ Status PeerOrigin::ReadFromMember(const std::string& member, const ExtentRequest
   req.max_retries = 0;
   req.sink = buf;
   req.sink_len = r.length;
-  // A member at its bound on reads in flight (503) is asked again after a
-  // pause, a few times, then this read goes to the origin: busy is no
-  // fault, and leaving the member out for the back-off would send its whole
-  // share to the origin meanwhile.
-  // So is a connection it closed before answering (a reset, an empty
-  // reply): libmicrohttpd closes what is past its bounds on connections. A
-  // member that is gone refuses the next connection, and a slow one times
-  // out: those are skipped.
+  // A member at its bounds, on reads in flight (a 503) or on connections (a
+  // connection it closed unanswered: libmicrohttpd's reset or empty reply),
+  // is asked again after pauses, then this read goes to the origin: busy is
+  // no fault, and leaving the member out for the back-off would send its
+  // whole share to the origin meanwhile. A member that is gone refuses the
+  // next connection, and a slow one times out: those are skipped.
   auto busy = [](const Result<HttpResponse>& r) {
     if (r.ok()) return r->status == 503;
     return r.status().code() == EIO &&

@@ -39,6 +39,7 @@
 #include "group/peer_protocol.h"
 #include "group/peer_token.h"
 #include "group/peers.h"
+#include "group/rendezvous.h"
 
 namespace stoker {
 
@@ -81,6 +82,9 @@ class PeerOrigin final : public ForwardingOrigin {
   // Whether an extent of [off, off + len) has another owner now.
   bool AsksMembers(const std::string& path, const OriginIdentity& version, uint64_t off,
                    uint64_t len) override;
+
+  // The owner of key among the members answering now.
+  std::string OwnerNow(const ExtentKey& key) const;
 
   const Counters& counters() const { return counters_; }
   Membership& members() { return *members_; }
