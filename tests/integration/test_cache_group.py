@@ -136,7 +136,12 @@ def check_group_read_once(ms, files, origin_read):
     total = sum(len(d) for d in files.values())
     group = [{k: v for k, v in m.stats().items() if k.startswith("group_") or k == "origin_bytes_read"}
              for m in ms]
-    assert total <= origin_read <= total * 105 // 100, json.dumps([origin_read, total, group])
+    # A read that an owner at its bounds kept turning away for 2.55 s goes to
+    # the origin (group_fallback_busy, at most 16 MiB each): by design, and
+    # how often depends on the machine's load (sanitizer builds).
+    busy = sum(g["group_fallback_busy"] for g in group)
+    limit = total * 105 // 100 + busy * 16 * MIB
+    assert total <= origin_read <= limit, json.dumps([origin_read, total, group])
     assert sum(m.stats()["group_peer_bytes"] for m in ms) > total, "members did not share"
     for m in ms:
         st = m.stats()
