@@ -132,6 +132,25 @@ std::string PeerOrigin::OwnerNow(const ExtentKey& key) const {
 }
 
 Status PeerOrigin::ReadFromMember(const std::string& member, const ExtentRequest& r, char* buf) {
+  {
+    MutexLock l(slots_mu_);
+    if (!slots_cv_.WaitFor(
+            slots_mu_, std::chrono::seconds(options_.stall_timeout_s),
+            [&]() REQUIRES(slots_mu_) { return in_flight_[member] < kMaxInFlightPerMember; })) {
+      counters_.fallback_busy++;
+      return Status::Error(EBUSY, "no slot for member " + member);
+    }
+    in_flight_[member]++;
+  }
+  struct Slot {
+    PeerOrigin* self;
+    const std::string& member;
+    ~Slot() {
+      MutexLock l(self->slots_mu_);
+      if (--self->in_flight_[member] == 0) self->in_flight_.erase(member);
+      self->slots_cv_.notify_all();
+    }
+  } slot{this, member};
   HttpRequest req;
   req.url = "http://" + member + ExtentTarget(r);
   req.headers.push_back("Authorization: Bearer " + token_->Current());

@@ -32,6 +32,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,7 @@
 #include "group/peer_token.h"
 #include "group/peers.h"
 #include "group/rendezvous.h"
+#include "util/mutex.h"
 
 namespace stoker {
 
@@ -60,14 +62,21 @@ class PeerOrigin final : public ForwardingOrigin {
   // kBusyLastPause (2.55 s in all), and not skipped.
   static constexpr std::chrono::milliseconds kBusyFirstPause{10};
   static constexpr std::chrono::milliseconds kBusyLastPause{1280};
+  // An asker keeps at most this many requests in flight to one member; more
+  // wait for a slot (at most the stall timeout, then the origin). An owner's
+  // bounds, on reads in flight (8) and on connections from one address
+  // (16), are shared by every asker, and a request it turns away costs a
+  // retry or an origin read.
+  static constexpr int kMaxInFlightPerMember = 2;
   struct Counters {
     std::atomic<uint64_t> reads{0};  // extent reads answered by a member
     std::atomic<uint64_t> bytes{0};  // their bytes
     // Reads that went to the origin instead, by why.
     std::atomic<uint64_t> fallback_unreachable{0};  // no answer, a stall, a transport error
     std::atomic<uint64_t> fallback_refused{0};      // 401, 404, 416, a malformed answer
-    std::atomic<uint64_t> fallback_busy{
-        0};  // 503 or a dropped connection still after kBusyLastPause
+    // 503 or a dropped connection still after kBusyLastPause, or no slot
+    // (kMaxInFlightPerMember) within the stall timeout.
+    std::atomic<uint64_t> fallback_busy{0};
     std::atomic<uint64_t> fallback_version{0};   // 409
     std::atomic<uint64_t> fallback_checksum{0};  // wrong bytes
   };
@@ -101,6 +110,9 @@ class PeerOrigin final : public ForwardingOrigin {
   const Options options_;
   std::shared_ptr<HttpClient> client_;
   Counters counters_;
+  Mutex slots_mu_;
+  CondVar slots_cv_;
+  std::map<std::string, int> in_flight_ GUARDED_BY(slots_mu_);  // member -> requests
 };
 
 }  // namespace stoker
