@@ -135,8 +135,10 @@ Status PeerOrigin::ReadFromMember(const std::string& member, const ExtentRequest
   {
     MutexLock l(slots_mu_);
     if (!slots_cv_.WaitFor(
-            slots_mu_, std::chrono::seconds(options_.stall_timeout_s),
-            [&]() REQUIRES(slots_mu_) { return in_flight_[member] < kMaxInFlightPerMember; })) {
+            slots_mu_, std::chrono::seconds(options_.stall_timeout_s), [&]() REQUIRES(slots_mu_) {
+              auto it = in_flight_.find(member);  // no entry left behind by a wait that times out
+              return it == in_flight_.end() || it->second < kMaxInFlightPerMember;
+            })) {
       counters_.fallback_busy++;
       return Status::Error(EBUSY, "no slot for member " + member);
     }
